@@ -1,0 +1,38 @@
+# Two commands a new user needs:  `make repro` (set up + run the embedded default pipeline)
+# and `make test` (set up + run the test suite). Both create the environment when it is missing.
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON ?= python3
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: setup repro snakemake test test-fast validate mlflow-ui clean-outputs
+
+setup: $(VENV)/.installed
+
+# requirements.lock pins every package the numbers were produced with; the package itself is editable.
+$(VENV)/.installed: pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
+	touch $@
+
+validate: setup
+	dssl validate params.yaml
+
+repro: validate
+	dssl tracking init --params params.yaml
+	dvc repro
+
+snakemake: validate
+	snakemake --cores all
+	dvc commit -f
+
+test: setup
+	pytest -n 2 -q
+
+test-fast: setup
+	pytest -n 2 -q -m "not slow"
+
+mlflow-ui: setup
+	mlflow ui --backend-store-uri sqlite:///$(abspath mlflow.db)

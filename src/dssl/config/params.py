@@ -1,0 +1,179 @@
+"""params.yaml: the one source of truth, loaded and validated before any work starts.
+
+Every problem is reported with its key path (``partitions.fl-label.alpha``) and a hint, all at once,
+so a researcher fixes the file in one pass. Validation imports nothing heavy (no torch, no MLflow):
+it runs at the start of every stage and at Snakemake's parse time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+
+DEFAULT_PARAMS = Path("params.yaml")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        hint = f"  (hint: {self.hint})" if self.hint else ""
+        return f"{self.path}: {self.message}{hint}"
+
+
+class ParamsError(Exception):
+    """Raised with every problem found in a params file."""
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = problems
+        lines = [f"{source}: {len(problems)} problem(s)"] + [f"  - {p}" for p in problems]
+        super().__init__("\n".join(lines))
+
+
+def read_params(path: Path | str = DEFAULT_PARAMS) -> dict:
+    """Parse a params file; unreadable or non-mapping YAML is a ParamsError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ParamsError(str(path), [Problem("<file>", "no such params file", "pass an existing YAML file")])
+    try:
+        params = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ParamsError(str(path), [Problem("<file>", f"not valid YAML: {err}", "fix the syntax")]) from err
+    if not isinstance(params, dict):
+        raise ParamsError(str(path), [Problem("<file>", "top level must be a mapping of sections")])
+    return params
+
+
+def load_params(path: Path | str = DEFAULT_PARAMS, root: Path | None = None) -> dict:
+    """Read and validate a params file; raise ParamsError listing every problem."""
+    path = Path(path)
+    params = read_params(path)
+    problems = validate(params, root if root is not None else path.resolve().parent)
+    if problems:
+        raise ParamsError(str(path), problems)
+    return params
+
+
+# --------------------------------------------------------------------------------------------
+# small checkers: each returns a list of problems for one value
+
+
+class Checker:
+    """Collects problems while walking one params mapping."""
+
+    def __init__(self, params: dict, root: Path):
+        self.params = params
+        self.root = root
+        self.problems: list[Problem] = []
+
+    def add(self, path: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(path, message, hint))
+
+    def section(self, name: str, required: bool = True) -> dict:
+        value = self.params.get(name)
+        if value is None:
+            if required:
+                self.add(name, "missing section", f"add a '{name}:' mapping")
+            return {}
+        if not isinstance(value, dict):
+            self.add(name, f"must be a mapping, got {type(value).__name__}")
+            return {}
+        return value
+
+    def mapping(self, value: Any, path: str) -> dict | None:
+        if not isinstance(value, dict):
+            self.add(path, f"must be a mapping, got {type(value).__name__}")
+            return None
+        return value
+
+    def unknown_keys(self, entry: dict, allowed: Iterable[str], path: str) -> None:
+        allowed = set(allowed)
+        for key in entry:
+            if key not in allowed:
+                self.add(f"{path}.{key}", "unknown key", f"allowed keys: {', '.join(sorted(allowed))}")
+
+    def choice(self, entry: dict, key: str, options: Iterable[str], path: str) -> str | None:
+        value = entry.get(key)
+        options = sorted(options)
+        if value is None:
+            self.add(f"{path}.{key}", "missing", f"one of: {', '.join(options)}")
+            return None
+        if value not in options:
+            self.add(f"{path}.{key}", f"unknown value {value!r}", f"one of: {', '.join(options)}")
+            return None
+        return value
+
+    def number(
+        self,
+        entry: dict,
+        key: str,
+        path: str,
+        *,
+        integer: bool = False,
+        low: float | None = None,
+        high: float | None = None,
+        low_open: bool = False,
+        required: bool = True,
+        hint: str = "",
+    ) -> float | None:
+        value = entry.get(key)
+        where = f"{path}.{key}"
+        if value is None:
+            if required:
+                self.add(where, "missing", hint)
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            self.add(where, f"must be a number, got {value!r}", hint)
+            return None
+        if integer and int(value) != value:
+            self.add(where, f"must be an integer, got {value!r}", hint)
+            return None
+        if low is not None and (value <= low if low_open else value < low):
+            self.add(where, f"must be {'>' if low_open else '>='} {low}, got {value}", hint)
+            return None
+        if high is not None and value > high:
+            self.add(where, f"must be <= {high}, got {value}", hint)
+            return None
+        return value
+
+    def name_of(self, entry: dict, key: str, names: Iterable[str], path: str, what: str) -> str | None:
+        value = entry.get(key)
+        names = sorted(names)
+        if value is None:
+            self.add(f"{path}.{key}", "missing", f"name one of the {what}: {', '.join(names) or '(none defined)'}")
+            return None
+        if value not in names:
+            self.add(
+                f"{path}.{key}",
+                f"{value!r} is not defined in '{what}'",
+                f"one of: {', '.join(names) or '(none defined)'}",
+            )
+            return None
+        return value
+
+
+SectionValidator = Callable[[Checker], None]
+SECTION_VALIDATORS: list[SectionValidator] = []
+
+
+def section_validator(func: SectionValidator) -> SectionValidator:
+    SECTION_VALIDATORS.append(func)
+    return func
+
+
+def validate(params: dict, root: Path) -> list[Problem]:
+    """All problems of a params mapping; ``root`` resolves relative dataset folders."""
+    checker = Checker(params, Path(root))
+    from dssl.config import sections  # noqa: F401  (registers the section validators)
+
+    for validator in SECTION_VALIDATORS:
+        validator(checker)
+    return checker.problems

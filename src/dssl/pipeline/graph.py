@@ -1,0 +1,55 @@
+"""Stage ``graph@<name>``: a seeded communication graph over a partition's clients, with its mixing
+matrices (uniform over the closed neighbourhood, data-size, degree-normalised, Metropolis-Hastings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from dssl.pipeline.common import FIGURES, Stage, StageError, atomic_file, graph_file, partition_dir
+
+
+def figure_path(name: str) -> Path:
+    return FIGURES / "graphs" / f"{name}.png"
+
+
+def client_sizes(partition_name: str) -> np.ndarray:
+    """Samples per client, read from the partition's counts table."""
+    import csv
+
+    sizes: dict[int, int] = {}
+    with open(partition_dir(partition_name) / "counts.csv") as handle:
+        for row in csv.DictReader(handle):
+            client = int(row["client"])
+            sizes[client] = sizes.get(client, 0) + int(row["count"])
+    return np.array([sizes[c] for c in sorted(sizes)], dtype=np.int64)
+
+
+def run(name: str, params_path: Path | str) -> Path:
+    stage = Stage("graph", name, params_path)
+    spec = stage.entry("graphs")
+    from dssl.topology.graphs import GraphError, create_graph, save_graph
+    from dssl.topology.mixing import MIXING, mixing_matrix
+
+    sizes = client_sizes(spec["partition"])
+    try:
+        graph = create_graph(spec, len(sizes), int(spec.get("seed", 0)))
+    except GraphError as err:
+        raise StageError(f"graphs.{name}: {err}") from err
+    mixings = {rule: mixing_matrix(graph.adjacency, rule, sizes) for rule in MIXING}
+    out = graph_file(name)
+    with atomic_file(out) as tmp:
+        stats = save_graph(graph, mixings, tmp)
+    figure = figure_path(name)
+    with atomic_file(figure) as tmp_png:
+        from dssl.reporting.graph_figure import plot_graph
+
+        plot_graph(graph, tmp_png, title=f"graph {name}: {graph.topology}, |A| = {stats['connectivity_mean']:.2f}")
+    stage.log(
+        {"graphs": {name: spec}},
+        stats,
+        artifacts=[out, figure],
+        inputs=[partition_dir(spec["partition"]) / "counts.csv"],
+    )
+    return out

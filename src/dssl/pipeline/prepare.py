@@ -1,0 +1,21 @@
+"""Stage ``prepare@<dataset>``: fetch or read a dataset and store it in the pipeline's format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dssl.pipeline.common import Stage, atomic_dir, prepared_dir
+
+
+def run(name: str, params_path: Path | str) -> Path:
+    stage = Stage("prepare", name, params_path)
+    spec = stage.entry("datasets")
+    from dssl.data.datasets import DATASETS
+
+    out = prepared_dir(name)
+    with atomic_dir(out) as tmp:
+        meta = DATASETS[name].prepare(spec, tmp)
+    metrics = {f"{split}_size": float(size) for split, size in meta.get("sizes", {}).items()}
+    metrics["num_classes"] = float(meta["num_classes"])
+    stage.log({"datasets": {name: spec}}, metrics, artifacts=[out / "meta.json"], inputs=[])
+    return out

@@ -1,0 +1,229 @@
+"""Communication graphs for decentralized learning (paper A, Section 5 and Fig. 2a).
+
+Paper A counts the *closed* neighbourhood: |A_i| = 1 + deg(i), so 2 <= |A_i| <= N, and the average
+connectivity is |A| = mean_i |A_i|. Federated learning equals the complete graph (|A_i| = N).
+
+Topologies (registry ``TOPOLOGIES``, keyed by the names used in params.yaml):
+- ``uniform``: every client has the same |A_i| -- a random regular graph of degree |A| - 1.
+- ``general``: degrees vary -- Erdos-Renyi G(N, M) with M = round(N (|A| - 1) / 2) edges, so the
+  mean |A| is hit within 1/N.
+- ``complete``: the graph federated learning is equivalent to.
+Both random topologies are conditioned on connectivity by resampling with the same seeded stream.
+The released code of paper A builds a spanning tree plus edges from an unseeded RNG instead; we use a
+seeded, documented model so the same seed gives the same graph bit for bit.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+MAX_RESAMPLES = 1000
+
+
+class GraphError(ValueError):
+    """A graph request that cannot be satisfied (names the key and how to fix it)."""
+
+
+@dataclass
+class Graph:
+    """An undirected simple graph over ``num_clients`` clients, stored as a boolean adjacency."""
+
+    adjacency: np.ndarray
+    topology: str
+    target_connectivity: float
+    seed: int
+    spec: dict = field(default_factory=dict)
+
+    @property
+    def num_clients(self) -> int:
+        return int(self.adjacency.shape[0])
+
+    def degrees(self) -> np.ndarray:
+        return self.adjacency.sum(axis=1).astype(np.int64)
+
+    def closed_neighbourhood_sizes(self) -> np.ndarray:
+        """|A_i| with the client itself included, as paper A defines it."""
+        return self.degrees() + 1
+
+    def edges(self) -> list[tuple[int, int]]:
+        rows, cols = np.nonzero(np.triu(self.adjacency, k=1))
+        return [(int(i), int(j)) for i, j in zip(rows, cols)]
+
+
+def _edge_count_for(num_clients: int, connectivity: float) -> int:
+    return int(round(num_clients * (connectivity - 1) / 2))
+
+
+def _from_networkx(nx_graph, num_clients: int) -> np.ndarray:
+    adjacency = np.zeros((num_clients, num_clients), dtype=bool)
+    for i, j in nx_graph.edges():
+        adjacency[i, j] = adjacency[j, i] = True
+    return adjacency
+
+
+def _is_connected(adjacency: np.ndarray) -> bool:
+    seen = np.zeros(len(adjacency), dtype=bool)
+    frontier = [0]
+    seen[0] = True
+    while frontier:
+        node = frontier.pop()
+        for nxt in np.flatnonzero(adjacency[node] & ~seen):
+            seen[nxt] = True
+            frontier.append(int(nxt))
+    return bool(seen.all())
+
+
+def _sample_connected(draw: Callable[[int], np.ndarray], seed: int, what: str) -> np.ndarray:
+    """Resample ``draw(sub_seed)`` until connected; sub-seeds come from one seeded stream."""
+    stream = np.random.default_rng(seed)
+    for _ in range(MAX_RESAMPLES):
+        adjacency = draw(int(stream.integers(2**31 - 1)))
+        if _is_connected(adjacency):
+            return adjacency
+    raise GraphError(
+        f"no connected {what} found in {MAX_RESAMPLES} draws; raise 'connectivity' "
+        "(sparse random graphs are rarely connected)"
+    )
+
+
+def check_request(topology: str, num_clients: int, connectivity: float) -> list[str]:
+    """Problems that make a graph request impossible, as messages (empty when feasible)."""
+    if topology not in TOPOLOGIES:
+        return [f"unknown topology {topology!r}; known: {sorted(TOPOLOGIES)}"]
+    if topology == "complete":
+        return []
+    problems = []
+    if not 2 <= connectivity <= num_clients:
+        problems.append(
+            f"connectivity {connectivity} is outside 2..N = 2..{num_clients} "
+            "(|A_i| counts the client itself)"
+        )
+        return problems
+    if topology == "uniform":
+        degree = connectivity - 1
+        if degree != int(degree):
+            problems.append(f"uniform topology needs an integer connectivity, got {connectivity}")
+        elif (num_clients * int(degree)) % 2:
+            problems.append(
+                f"no regular graph of degree {int(degree)} on {num_clients} clients exists "
+                "(N * (connectivity - 1) must be even)"
+            )
+        elif degree == 1 and num_clients > 2:
+            problems.append("connectivity 2 with more than 2 clients is a perfect matching, never connected")
+    if topology == "general" and _edge_count_for(num_clients, connectivity) < num_clients - 1:
+        minimum = 1 + 2 * (num_clients - 1) / num_clients
+        problems.append(
+            f"a connected graph on {num_clients} clients needs connectivity >= {minimum:.2f}"
+        )
+    return problems
+
+
+def _uniform(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
+    import networkx as nx
+
+    degree = int(connectivity) - 1
+    if degree == num_clients - 1:
+        return _complete(num_clients, connectivity, seed)
+    return _sample_connected(
+        lambda s: _from_networkx(nx.random_regular_graph(degree, num_clients, seed=s), num_clients),
+        seed,
+        f"regular graph of degree {degree}",
+    )
+
+
+def _general(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
+    import networkx as nx
+
+    edges = _edge_count_for(num_clients, connectivity)
+    return _sample_connected(
+        lambda s: _from_networkx(nx.gnm_random_graph(num_clients, edges, seed=s), num_clients),
+        seed,
+        f"Erdos-Renyi G({num_clients}, {edges}) graph",
+    )
+
+
+def _complete(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
+    return ~np.eye(num_clients, dtype=bool)
+
+
+TOPOLOGIES: dict[str, Callable[[int, float, int], np.ndarray]] = {
+    "uniform": _uniform,
+    "general": _general,
+    "complete": _complete,
+}
+
+
+def create_graph(spec: dict, num_clients: int, seed: int) -> Graph:
+    """Build the graph a params.yaml ``graphs`` entry asks for over ``num_clients`` clients."""
+    topology = spec["topology"]
+    connectivity = float(spec.get("connectivity", num_clients))
+    problems = check_request(topology, num_clients, connectivity)
+    if problems:
+        raise GraphError("; ".join(problems))
+    adjacency = TOPOLOGIES[topology](num_clients, connectivity, seed)
+    return Graph(adjacency, topology, connectivity, seed, dict(spec))
+
+
+def spectral_gap(mixing: np.ndarray) -> float:
+    """1 - |lambda_2| of a row-stochastic mixing matrix (larger = faster consensus)."""
+    moduli = np.sort(np.abs(np.linalg.eigvals(mixing)))[::-1]
+    return float(1.0 - moduli[1]) if len(moduli) > 1 else 1.0
+
+
+def algebraic_connectivity(adjacency: np.ndarray) -> float:
+    """Second-smallest eigenvalue of the graph Laplacian (Fiedler value)."""
+    laplacian = np.diag(adjacency.sum(axis=1)) - adjacency.astype(float)
+    return float(np.sort(np.linalg.eigvalsh(laplacian))[1]) if len(adjacency) > 1 else 0.0
+
+
+def graph_stats(graph: Graph, mixings: dict[str, np.ndarray]) -> dict[str, float]:
+    """Degree statistics and spectral gaps, for graph.json and MLflow."""
+    sizes = graph.closed_neighbourhood_sizes()
+    stats = {
+        "num_clients": float(graph.num_clients),
+        "num_edges": float(len(graph.edges())),
+        "connectivity_mean": float(sizes.mean()),
+        "connectivity_min": float(sizes.min()),
+        "connectivity_max": float(sizes.max()),
+        "connectivity_std": float(sizes.std()),
+        "connectivity_error": float(abs(sizes.mean() - graph.target_connectivity)),
+        "algebraic_connectivity": algebraic_connectivity(graph.adjacency),
+    }
+    for rule, matrix in mixings.items():
+        stats[f"spectral_gap_{rule}"] = spectral_gap(matrix)
+    return stats
+
+
+def save_graph(graph: Graph, mixings: dict[str, np.ndarray], path: Path) -> dict[str, float]:
+    """Write graph.json (deterministic bytes) and return its statistics."""
+    stats = graph_stats(graph, mixings)
+    record = {
+        "topology": graph.topology,
+        "num_clients": graph.num_clients,
+        "target_connectivity": graph.target_connectivity,
+        "seed": graph.seed,
+        "spec": graph.spec,
+        "edges": graph.edges(),
+        "closed_neighbourhood_sizes": graph.closed_neighbourhood_sizes().tolist(),
+        "stats": {k: round(v, 12) for k, v in stats.items()},
+        "mixing": {rule: np.round(m, 12).tolist() for rule, m in mixings.items()},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return stats
+
+
+def load_graph(path: Path) -> tuple[Graph, dict[str, np.ndarray]]:
+    """Read a graph.json back: the graph and its saved mixing matrices."""
+    record = json.loads(Path(path).read_text())
+    n = record["num_clients"]
+    adjacency = np.zeros((n, n), dtype=bool)
+    for i, j in record["edges"]:
+        adjacency[i, j] = adjacency[j, i] = True
+    graph = Graph(adjacency, record["topology"], record["target_connectivity"], record["seed"], record["spec"])
+    return graph, {rule: np.asarray(m) for rule, m in record["mixing"].items()}

@@ -1,0 +1,64 @@
+"""Mixing (consensus) matrices for decentralized averaging: client i's new model = sum_j W_ij x_j.
+
+Rules (registry ``MIXING``, keyed by the names used in params.yaml; paper A Table 6 compares them):
+- ``uniform``: 1/|A_i| over the closed neighbourhood -- paper A's Algorithm 2.
+- ``data_size``: neighbours weighted by their number of samples -- paper A's released code.
+- ``degree_normalised``: w_ij proportional to 1/|A_j| over the closed neighbourhood of i.
+- ``metropolis_hastings``: w_ij = 1 / (1 + max(d_i, d_j)) off the diagonal, the rest on the
+  diagonal; symmetric and doubly stochastic, so plain averaging converges to the exact mean.
+Every matrix is row-stochastic.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+
+def _closed(adjacency: np.ndarray) -> np.ndarray:
+    return adjacency | np.eye(len(adjacency), dtype=bool)
+
+
+def _row_normalise(weights: np.ndarray) -> np.ndarray:
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def uniform(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
+    return _row_normalise(_closed(adjacency).astype(float))
+
+
+def data_size(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
+    if sizes is None:
+        raise ValueError("the 'data_size' mixing rule needs the clients' sample counts")
+    sizes = np.asarray(sizes, dtype=float)
+    if len(sizes) != len(adjacency) or (sizes <= 0).any():
+        raise ValueError(f"data_size mixing needs {len(adjacency)} positive client sizes, got {sizes.tolist()}")
+    return _row_normalise(_closed(adjacency) * sizes[None, :])
+
+
+def degree_normalised(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
+    closed = _closed(adjacency)
+    return _row_normalise(closed / closed.sum(axis=1)[None, :])
+
+
+def metropolis_hastings(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
+    degrees = adjacency.sum(axis=1)
+    weights = adjacency / (1.0 + np.maximum(degrees[:, None], degrees[None, :]))
+    np.fill_diagonal(weights, 1.0 - weights.sum(axis=1))
+    return weights
+
+
+MIXING: dict[str, Callable[[np.ndarray, np.ndarray | None], np.ndarray]] = {
+    "uniform": uniform,
+    "data_size": data_size,
+    "degree_normalised": degree_normalised,
+    "metropolis_hastings": metropolis_hastings,
+}
+
+
+def mixing_matrix(adjacency: np.ndarray, rule: str, sizes: np.ndarray | None = None) -> np.ndarray:
+    """The row-stochastic mixing matrix of ``rule`` for a graph (no self loops in ``adjacency``)."""
+    if rule not in MIXING:
+        raise KeyError(f"unknown mixing rule {rule!r}; known: {sorted(MIXING)}")
+    return MIXING[rule](np.asarray(adjacency, dtype=bool), sizes)

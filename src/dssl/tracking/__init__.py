@@ -1,0 +1,60 @@
+"""Experiment tracking: every stage run becomes one MLflow run with its lineage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dssl.tracking.lineage import content_hash, engine, git_state, params_hash
+from dssl.tracking.mlflow_store import init_store, project_root, tracking_uri
+
+__all__ = ["StageRecord", "log_stage", "init_store", "project_root", "tracking_uri"]
+
+
+def _flatten(prefix: str, value, out: dict[str, str]) -> None:
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), sub, out)
+    else:
+        out[prefix] = str(value)[:6000]
+
+
+@dataclass
+class StageRecord:
+    """What one stage run produced: logged as one MLflow run named after the stage."""
+
+    stage: str
+    params: dict
+    metrics: dict[str, float] = field(default_factory=dict)
+    artifacts: list[Path] = field(default_factory=list)
+    inputs: list[Path] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def log_stage(record: StageRecord, profile: str, root: Path | None = None) -> str:
+    """Log a finished stage to the project's MLflow store; returns the run id."""
+    import mlflow
+
+    root = root or project_root()
+    experiment_id = init_store(root, profile)
+    flat: dict[str, str] = {}
+    _flatten("", record.params, flat)
+    tags = {
+        "stage": record.stage,
+        "profile": profile,
+        "params_hash": params_hash(record.params),
+        **git_state(root),
+        **engine(),
+        **{f"input.{Path(p).as_posix()}": content_hash(root / p) for p in record.inputs},
+        **record.tags,
+    }
+    # mlflow.source.git.commit is what the MLflow UI shows as the version of a run.
+    tags["mlflow.source.git.commit"] = tags["git_commit"]
+    with mlflow.start_run(experiment_id=experiment_id, run_name=record.stage) as run:
+        mlflow.log_params(flat)
+        mlflow.set_tags(tags)
+        if record.metrics:
+            mlflow.log_metrics({k: float(v) for k, v in record.metrics.items()})
+        for artifact in record.artifacts:
+            mlflow.log_artifact(str(root / artifact))
+        return run.info.run_id

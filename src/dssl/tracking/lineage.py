@@ -1,0 +1,55 @@
+"""Lineage facts recorded with every stage run: code version, engine, params hash, input hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+
+def git_state(root: Path) -> dict[str, str]:
+    """Commit and dirty flag of the project's git checkout ('unknown' outside git)."""
+    def run(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+
+    commit = run("rev-parse", "HEAD").strip() or "unknown"
+    # Only tracked sources count as dirty: stage outputs are ignored or DVC-tracked.
+    dirty = bool(run("status", "--porcelain", "--untracked-files=no").strip())
+    return {"git_commit": commit, "git_dirty": str(dirty).lower()}
+
+
+def engine() -> dict[str, str]:
+    """Which workflow engine runs the stage (DVC exports DVC_STAGE; the Snakefile sets DSSL_ENGINE)."""
+    if os.environ.get("DVC_STAGE"):
+        return {"engine": "dvc", "dvc_stage": os.environ["DVC_STAGE"]}
+    return {"engine": os.environ.get("DSSL_ENGINE", "manual")}
+
+
+def params_hash(params_read: dict) -> str:
+    """sha256 over the canonical JSON of exactly the params a stage read."""
+    canonical = json.dumps(params_read, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def file_md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def content_hash(path: Path) -> str:
+    """md5 of a file, or of the sorted (relative path, md5) list of a folder's files."""
+    path = Path(path)
+    if path.is_file():
+        return file_md5(path)
+    entries = sorted(
+        f"{p.relative_to(path).as_posix()}:{file_md5(p)}" for p in path.rglob("*") if p.is_file()
+    )
+    return hashlib.md5("\n".join(entries).encode()).hexdigest()

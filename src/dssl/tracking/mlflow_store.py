@@ -1,0 +1,72 @@
+"""One MLflow store per project: SQLite at an absolute path inside the project, created once.
+
+Creating a fresh SQLite store from several processes at once corrupts it, so creation (schema and
+experiment) happens under an exclusive file lock; `dssl tracking init` does it before Snakemake
+starts parallel jobs, and every stage re-checks under the same lock, so the order never matters.
+MLflow costs ~3 s to import: it is imported here only, and only when a stage logs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+STORE_FILE = "mlflow.db"
+ARTIFACT_DIR = "mlartifacts"
+EXPERIMENT_PREFIX = "dssl"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The folder holding params.yaml/dvc.yaml: DVC_ROOT when DVC runs us, else the nearest parent."""
+    if os.environ.get("DVC_ROOT"):
+        return Path(os.environ["DVC_ROOT"]).resolve()
+    here = (start or Path.cwd()).resolve()
+    for folder in [here, *here.parents]:
+        if (folder / "dvc.yaml").exists() or (folder / "Snakefile").exists():
+            return folder
+    return here
+
+
+def tracking_uri(root: Path) -> str:
+    """MLFLOW_TRACKING_URI wins (a server on a cluster); else the project's SQLite file."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(root / STORE_FILE).resolve()}"
+
+
+def experiment_name(profile: str) -> str:
+    return f"{EXPERIMENT_PREFIX}-{profile}"
+
+
+@contextmanager
+def _store_lock(root: Path) -> Iterator[None]:
+    with open(root / f"{STORE_FILE}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def init_store(root: Path, profile: str) -> str:
+    """Create the store and the profile's experiment once (idempotent, safe under concurrency).
+
+    Returns the experiment id. The artifact location is fixed explicitly to an absolute folder so it
+    does not depend on the directory a stage happens to run from.
+    """
+    import logging
+
+    import mlflow
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    with _store_lock(root):
+        mlflow.set_tracking_uri(tracking_uri(root))
+        client = mlflow.MlflowClient()
+        name = experiment_name(profile)
+        experiment = client.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment.experiment_id
+        artifacts = (root / ARTIFACT_DIR / name).resolve()
+        return client.create_experiment(name, artifact_location=artifacts.as_uri())
