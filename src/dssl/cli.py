@@ -75,9 +75,10 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     from dssl.pipeline.common import StageError
 
     errors: list[type[BaseException]] = [ParamsError, StageError]
-    data = sys.modules.get("dssl.data.datasets")
-    if data is not None:
-        errors.append(data.DatasetError)
+    # Only modules a stage actually imported can have raised their errors.
+    for module, name in [("dssl.data.imageset", "DatasetError"), ("dssl.data.partition", "PartitionError")]:
+        if module in sys.modules:
+            errors.append(getattr(sys.modules[module], name))
     return tuple(errors)
 
 

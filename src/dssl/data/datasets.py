@@ -1,0 +1,371 @@
+"""Datasets of the pipeline (registry ``DATASETS``) and their prepared on-disk form.
+
+The registry keys are the dataset names of ``params.yaml``. Each entry turns a spec into a prepared
+folder (the body of the ``prepare@<dataset>`` stage) and reports its training-split size without
+loading data, for parameter validation.
+
+Which data the papers use:
+- Paper A (FedMAR/DecMAR, ICLR 2026) pretrains on Mini-ImageNet and fine-tunes on CIFAR-10,
+  CIFAR-100 and ImageNet; paper B (FedEMA, ICLR 2022) trains and evaluates on CIFAR-10/100.
+- The embedded profile uses scikit-learn's handwritten digits, which ship inside the package, so the
+  pipeline runs with no network.
+
+Prepared folder (``data/prepared/<dataset>/``):
+- ``meta.json``: name, source, format, classes, sizes per split, image shape ``[C, H, W]``, resolved spec.
+- ``format == "arrays"``: ``<split>.npz`` with ``images`` (uint8 ``[N, H, W, C]``) and ``labels`` (int64).
+- ``format == "files"``: ``<split>.csv`` with ``path,label`` rows (paths relative to ``root``, which is kept
+  as written in params.yaml: a relative root is read from the working directory, the project root when
+  the pipeline runs); images are decoded on demand.
+Every dataset has the splits ``train`` and ``test``; Mini-ImageNet may add ``val``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import urllib.error
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from dssl.data.imageset import (
+    ArrayImageSet,
+    DatasetError,
+    FileImageSet,
+    ImageSet,
+    decode_image,
+    load_arrays,
+    save_arrays,
+)
+
+__all__ = ["DATASETS", "DatasetEntry", "DatasetError", "ImageSet", "load_split", "write_json"]
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")  # matched case-insensitively (ImageNet ships .JPEG)
+DIGITS_SIZE = 1797  # images in scikit-learn's load_digits
+
+
+@dataclass(frozen=True)
+class DatasetEntry:
+    """One dataset: its accepted spec keys with defaults, how to prepare it, its training-split size."""
+
+    name: str
+    description: str
+    defaults: Mapping[str, Any]
+    build: Callable[[dict, Path], dict]
+    size_of_train: Callable[[dict], int | None]
+
+    def resolve(self, spec: Mapping[str, Any] | None) -> dict:
+        """The spec with defaults filled in; an unknown key is a ``DatasetError``."""
+        spec = dict(spec or {})
+        unknown = sorted(set(spec) - set(self.defaults))
+        if unknown:
+            raise DatasetError(
+                f"datasets.{self.name}: unknown key(s) {unknown}; accepted: {sorted(self.defaults)}"
+            )
+        return {**self.defaults, **spec}
+
+    def prepare(self, spec: Mapping[str, Any] | None, out_dir: Path) -> dict:
+        """Write the prepared form of this dataset into ``out_dir`` and return its ``meta.json`` content."""
+        resolved = self.resolve(spec)
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        meta = {"name": self.name, "spec": resolved, **self.build(resolved, out_dir)}
+        write_json(out_dir / "meta.json", meta)
+        return meta
+
+    def train_size(self, spec: Mapping[str, Any] | None) -> int | None:
+        """Training-split size without loading images (None when the data folder is not there)."""
+        return self.size_of_train(self.resolve(spec))
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """JSON with sorted keys and fixed formatting, so equal content gives equal bytes."""
+    Path(path).write_text(json.dumps(obj, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+
+
+def load_split(prepared_dir: Path, split: str) -> ImageSet:
+    """The ``split`` (``train``, ``test``, optionally ``val``) of a prepared dataset as an ``ImageSet``."""
+    prepared_dir = Path(prepared_dir)
+    meta_path = prepared_dir / "meta.json"
+    if not meta_path.is_file():
+        raise DatasetError(f"{prepared_dir} is not a prepared dataset (no meta.json): run its prepare stage")
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if split not in meta["splits"]:
+        raise DatasetError(f"{meta['name']} has no split '{split}'; prepared splits: {meta['splits']}")
+    if meta["format"] == "arrays":
+        arrays = load_arrays(prepared_dir / f"{split}.npz")
+        return ArrayImageSet(arrays["images"], arrays["labels"], meta["num_classes"])
+    paths, labels = _read_index(prepared_dir / f"{split}.csv")
+    return FileImageSet(Path(meta["root"]), paths, labels, meta["num_classes"], meta["image_size"])
+
+
+# --- array datasets -------------------------------------------------------------------------------
+
+
+def _array_meta(source: str, classes: list[str], splits: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict:
+    images = next(iter(splits.values()))[0]
+    height, width, channels = images.shape[1:]
+    return {
+        "source": source,
+        "format": "arrays",
+        "num_classes": len(classes),
+        "classes": classes,
+        "splits": sorted(splits),
+        "sizes": {split: int(len(labels)) for split, (_, labels) in splits.items()},
+        "image_shape": [int(channels), int(height), int(width)],
+    }
+
+
+def _save_splits(out_dir: Path, splits: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    for split, (images, labels) in splits.items():
+        save_arrays(out_dir / f"{split}.npz", images=images, labels=labels.astype(np.int64))
+
+
+def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted train and test positions of a stratified split (scikit-learn's rounding: test = ceil)."""
+    from sklearn.model_selection import train_test_split
+
+    positions = np.arange(len(labels))
+    train, test = train_test_split(positions, test_size=test_fraction, random_state=seed, stratify=labels)
+    return np.sort(train), np.sort(test)
+
+
+def _carved_train_size(total: int, test_fraction: float) -> int:
+    return total - math.ceil(test_fraction * total)
+
+
+def _prepare_digits(spec: dict, out_dir: Path) -> dict:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    # 8x8 intensities 0..16 -> 0..255, so every dataset shares the uint8 image convention.
+    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., None]
+    labels = digits.target.astype(np.int64)
+    train, test = _stratified_split(labels, spec["test_fraction"], spec["split_seed"])
+    splits = {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
+    _save_splits(out_dir, splits)
+    meta = _array_meta("sklearn.datasets.load_digits (UCI optical recognition of handwritten digits)",
+                       [str(name) for name in digits.target_names], splits)
+    meta["split"] = {"method": "stratified", "test_fraction": spec["test_fraction"],
+                     "seed": spec["split_seed"]}
+    return meta
+
+
+def _digits_train_size(spec: dict) -> int:
+    return _carved_train_size(DIGITS_SIZE, spec["test_fraction"])
+
+
+def _cifar_class(name: str) -> type:
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    return {"cifar10": CIFAR10, "cifar100": CIFAR100}[name]
+
+
+def _fetch_cifar(name: str, root: Path, train: bool) -> Any:
+    """torchvision's CIFAR with download and md5 verification; any failure is one ``DatasetError``."""
+    cls = _cifar_class(name)
+    try:
+        return cls(str(root), train=train, download=True)
+    except (urllib.error.URLError, OSError, RuntimeError) as error:
+        raise DatasetError(
+            f"{name}: could not download or verify the data ({type(error).__name__}: {error}). "
+            f"Without network access, download {cls.url} (md5 {cls.tgz_md5}) elsewhere and place the "
+            f"file, unchanged, at {root / cls.filename}; the next run verifies and extracts it. If that "
+            f"file or the folder {root / cls.base_folder} is already there, it failed the md5 check: "
+            "delete it and place a fresh copy."
+        ) from error
+
+
+def _prepare_cifar(name: str, spec: dict, out_dir: Path) -> dict:
+    root = Path(spec["root"])
+    train, test = _fetch_cifar(name, root, train=True), _fetch_cifar(name, root, train=False)
+    splits = {
+        part: (np.asarray(data.data, dtype=np.uint8), np.asarray(data.targets, dtype=np.int64))
+        for part, data in (("train", train), ("test", test))
+    }
+    _save_splits(out_dir, splits)
+    cls = _cifar_class(name)
+    return _array_meta(f"torchvision.datasets.{cls.__name__} ({cls.url}, md5 {cls.tgz_md5})",
+                       list(train.classes), splits)
+
+
+# --- image-folder datasets ------------------------------------------------------------------------
+
+
+def _layout(name: str) -> str:
+    if name == "imagenet":
+        return ("<root>/train/<class>/<images> and <root>/val/<class>/<images> (the official validation "
+                "images sorted into one folder per class, named as in train/)")
+    return ("<root>/train/<class>/<images>, optionally <root>/val/<class>/... and <root>/test/<class>/... "
+            "(without test/, a stratified test split is carved from train/)")
+
+
+def _folder_error(name: str, problem: str) -> DatasetError:
+    extensions = "/".join(IMAGE_EXTENSIONS)
+    return DatasetError(f"{name}: {problem}. Expected layout: {_layout(name)}; image files {extensions} "
+                        f"(any case); set datasets.{name}.root in params.yaml to that folder.")
+
+
+def _is_image(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS
+
+
+def _class_dirs(name: str, split_dir: Path) -> list[Path]:
+    if not split_dir.is_dir():
+        raise _folder_error(name, f"missing folder {split_dir}")
+    dirs = sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not dirs:
+        raise _folder_error(name, f"{split_dir} has no class folders")
+    return dirs
+
+
+def _scan_split(name: str, root: Path, split: str,
+                classes: list[str] | None) -> tuple[list[str], list[str], np.ndarray]:
+    """Classes, relative file paths and labels of ``root/split``; labels index ``classes`` (or the
+    sorted class folders of this split when ``classes`` is None, as torchvision's ImageFolder does)."""
+    dirs = _class_dirs(name, root / split)
+    found = [d.name for d in dirs]
+    classes = found if classes is None else classes
+    foreign = sorted(set(found) - set(classes))
+    if foreign:
+        raise _folder_error(name, f"{root / split} has class folders not in train/: {foreign[:5]}")
+    paths, labels = [], []
+    for directory in dirs:
+        files = sorted(p for p in directory.iterdir() if _is_image(p))
+        if not files:
+            raise _folder_error(name, f"class folder {directory} holds no image files")
+        paths += [p.relative_to(root).as_posix() for p in files]
+        labels += [classes.index(directory.name)] * len(files)
+    return classes, paths, np.asarray(labels, dtype=np.int64)
+
+
+def _check_readable(name: str, root: Path, paths: list[str]) -> None:
+    """Open every file's header (cheap: no full decode) so a broken file fails here, not mid-training."""
+    from PIL import Image, UnidentifiedImageError
+
+    for path in paths:
+        try:
+            with Image.open(root / path) as image:
+                image.verify()
+        except (OSError, UnidentifiedImageError, SyntaxError) as error:
+            raise _folder_error(name, f"unreadable image {root / path} ({error})") from error
+
+
+def _write_index(path: Path, paths: list[str], labels: np.ndarray) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["path", "label"])
+        writer.writerows(zip(paths, labels.tolist()))
+
+
+def _read_index(path: Path) -> tuple[list[str], np.ndarray]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return [row["path"] for row in rows], np.asarray([int(row["label"]) for row in rows], dtype=np.int64)
+
+
+def _require_root(name: str, spec: dict) -> Path:
+    if not spec.get("root"):
+        raise _folder_error(name, f"no folder given (datasets.{name}.root is empty)")
+    root = Path(spec["root"])
+    if not root.is_dir():
+        raise _folder_error(name, f"folder {root.resolve()} does not exist")
+    return root
+
+
+def _prepare_folder(name: str, spec: dict, out_dir: Path) -> dict:
+    root = _require_root(name, spec)
+    classes, train_paths, train_labels = _scan_split(name, root, "train", None)
+    splits = {"train": (train_paths, train_labels)}
+    sources = {"train": "train/"}
+    for split, folder in _extra_splits(name, root):
+        splits[split] = _scan_split(name, root, folder, classes)[1:]
+        sources[split] = f"{folder}/"
+    if "test" not in splits:
+        keep, carve = _stratified_split(train_labels, spec["test_fraction"], spec["split_seed"])
+        splits["test"] = ([train_paths[i] for i in carve], train_labels[carve])
+        splits["train"] = ([train_paths[i] for i in keep], train_labels[keep])
+        sources["test"] = f"stratified {spec['test_fraction']} of train/ (seed {spec['split_seed']})"
+    for split, (paths, labels) in splits.items():
+        _check_readable(name, root, paths)
+        _write_index(out_dir / f"{split}.csv", paths, labels)
+    return {
+        "source": f"image folder {spec['root']}",
+        "format": "files",
+        "root": str(spec["root"]),
+        "image_size": int(spec["image_size"]),
+        "num_classes": len(classes),
+        "classes": classes,
+        "splits": sorted(splits),
+        "split_sources": sources,
+        "sizes": {split: len(labels) for split, (_, labels) in splits.items()},
+        "image_shape": [3, int(spec["image_size"]), int(spec["image_size"])],
+    }
+
+
+def _extra_splits(name: str, root: Path) -> list[tuple[str, str]]:
+    """(split, folder) pairs beyond train/: ImageNet's val/ is its test split (where results are
+    reported); Mini-ImageNet keeps val/ and test/ as they are when present."""
+    if name == "imagenet":
+        return [("test", "val")]
+    return [(split, split) for split in ("val", "test") if (root / split).is_dir()]
+
+
+def _folder_train_size(name: str, spec: dict) -> int | None:
+    """Count files (no decoding) when the folder is present; None otherwise."""
+    root = Path(spec["root"]) if spec.get("root") else None
+    if root is None or not (root / "train").is_dir():
+        return None
+    total = sum(1 for d in (root / "train").iterdir() if d.is_dir() for p in d.iterdir() if _is_image(p))
+    if name == "mini_imagenet" and not (root / "test").is_dir():
+        return _carved_train_size(total, spec["test_fraction"])
+    return total
+
+
+# --- registry -------------------------------------------------------------------------------------
+
+
+def _cifar_entry(name: str, title: str) -> DatasetEntry:
+    return DatasetEntry(
+        name=name,
+        description=f"{title} via torchvision (download with md5 check), 32x32 RGB",
+        defaults={"root": f"data/raw/{name}"},
+        build=lambda spec, out: _prepare_cifar(name, spec, out),
+        size_of_train=lambda spec: 50000,
+    )
+
+
+def _folder_entry(name: str, description: str, defaults: dict) -> DatasetEntry:
+    return DatasetEntry(
+        name=name,
+        description=description,
+        defaults=defaults,
+        build=lambda spec, out: _prepare_folder(name, spec, out),
+        size_of_train=lambda spec: _folder_train_size(name, spec),
+    )
+
+
+DATASETS: dict[str, DatasetEntry] = {
+    "digits": DatasetEntry(
+        name="digits",
+        description="scikit-learn handwritten digits, 8x8 grayscale, 10 classes (offline)",
+        defaults={"test_fraction": 0.25, "split_seed": 0},
+        build=_prepare_digits,
+        size_of_train=_digits_train_size,
+    ),
+    "cifar10": _cifar_entry("cifar10", "CIFAR-10"),
+    "cifar100": _cifar_entry("cifar100", "CIFAR-100"),
+    "mini_imagenet": _folder_entry(
+        "mini_imagenet",
+        "Mini-ImageNet (100 classes) from a user-supplied image folder",
+        {"root": None, "image_size": 84, "test_fraction": 0.2, "split_seed": 0},
+    ),
+    "imagenet": _folder_entry(
+        "imagenet",
+        "ImageNet-1k from a user-supplied image folder (train/ and val/ by class)",
+        {"root": None, "image_size": 224},
+    ),
+}

@@ -1,0 +1,424 @@
+"""Client partitions of a training set (registry ``PARTITIONERS``), their files, statistics and figure.
+
+Schemes (spec keys besides ``scheme``, ``clients`` and the pipeline's ``dataset`` / ``seed``):
+
+- ``iid``: an even random split.
+- ``dirichlet_balanced`` [alpha, sinkhorn_iters]: paper A's label non-IID (FedMAR/DecMAR, ICLR 2026,
+  released code): per class a Dir(alpha) client-share vector, balanced by alternating column and row
+  normalisation so that clients end up equal-sized. alpha = 1e5 is the code's IID. The code stops
+  after 100 rounds, which at alpha <= 0.01 leaves clients far from equal (and, in linear space, NaN
+  for some draws); here the rounds run until every class is matched to half a sample, at most
+  ``sinkhorn_iters`` (default 10000; 100 = the code's round count).
+- ``dirichlet_min_size`` [alpha, min_size]: the common per-class Dirichlet split (Hsu et al. 2019;
+  FedMA's code), redrawn until every client holds at least ``min_size`` samples.
+- ``k_classes`` [classes_per_client]: paper B's non-IID (FedEMA, ICLR 2022): every client holds
+  ``classes_per_client`` whole classes.
+- ``feature`` [augment]: paper A's feature non-IID: an even random split plus one fixed augmentation
+  per client (see ``dssl.data.augment``).
+
+Every partition assigns each sample to at most one client; the same labels, spec and seed give the
+same partition bit for bit.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+# Keys every partition spec may carry that are not scheme options (the pipeline's bookkeeping).
+COMMON_KEYS = ("scheme", "clients", "dataset", "seed")
+MIN_SIZE_MAX_DRAWS = 1000
+
+# Paper A's released code (prepare_dataset.py, sampling="feature_skew"): per client
+# ColorJitter(brightness=0.5*u) with p=0.8, GaussianBlur(5, sigma=(0.1, 2.0)) with p=0.5,
+# RandomHorizontalFlip() (p=0.5). Only the brightness strength differs between clients.
+AUGMENT_DEFAULTS: dict[str, Any] = {
+    "brightness_max": 0.5,
+    "brightness_p": 0.8,
+    "blur_kernel": 5,
+    "blur_sigma": [0.1, 2.0],
+    "blur_p": 0.5,
+    "flip_p": 0.5,
+}
+
+
+class PartitionError(ValueError):
+    """A partition spec that cannot be satisfied; the message names the keys to change."""
+
+
+@dataclass
+class Partition:
+    """Sorted int64 sample indices per client, optional per-client augmentation, and provenance."""
+
+    client_indices: list[np.ndarray]
+    client_augment: list[dict] | None
+    scheme: str
+    meta: dict = field(default_factory=dict)
+    spec: dict = field(default_factory=dict)
+    seed: int = 0
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.client_indices)
+
+    def sizes(self) -> np.ndarray:
+        return np.asarray([len(idx) for idx in self.client_indices], dtype=np.int64)
+
+
+SchemeResult = tuple[list[np.ndarray], list[dict] | None, dict]
+
+
+@dataclass(frozen=True)
+class Partitioner:
+    """A scheme: its option keys with defaults (None = required) and the function that splits."""
+
+    name: str
+    options: Mapping[str, Any]
+    split: Callable[[np.ndarray, int, dict, np.random.Generator], SchemeResult]
+
+    def resolve(self, spec: Mapping[str, Any]) -> dict:
+        unknown = sorted(set(spec) - set(COMMON_KEYS) - set(self.options))
+        if unknown:
+            raise PartitionError(f"scheme '{self.name}': unknown key(s) {unknown}; "
+                                 f"accepted: {sorted(set(self.options) | {'clients'})}")
+        resolved = {**self.options, **{k: v for k, v in spec.items() if k in self.options}}
+        missing = sorted(k for k, v in resolved.items() if v is None)
+        if missing:
+            raise PartitionError(f"scheme '{self.name}': missing key(s) {missing}")
+        return resolved
+
+
+def create_partition(labels: np.ndarray, spec: Mapping[str, Any], seed: int) -> Partition:
+    """Split the samples with ``labels`` among ``spec['clients']`` clients by ``spec['scheme']``."""
+    labels = np.asarray(labels, dtype=np.int64)
+    scheme = spec.get("scheme")
+    if scheme not in PARTITIONERS:
+        raise PartitionError(f"unknown scheme {scheme!r}; one of: {sorted(PARTITIONERS)}")
+    entry = PARTITIONERS[scheme]
+    options = entry.resolve(spec)
+    clients = int(spec.get("clients", 0))
+    if not 1 <= clients <= len(labels):
+        raise PartitionError(f"'clients' must be between 1 and the {len(labels)} samples, got {clients}")
+    rng = np.random.default_rng(seed)
+    parts, augment, meta = entry.split(labels, clients, options, rng)
+    indices = [np.sort(np.asarray(part, dtype=np.int64)) for part in parts]
+    meta = {"unassigned": int(len(labels) - sum(len(p) for p in indices)), **meta}
+    return Partition(indices, augment, scheme, meta, {**dict(spec), **options}, int(seed))
+
+
+# --- random draws -------------------------------------------------------------------------------
+
+
+def _log_gamma(rng: np.random.Generator, alpha: float, shape: tuple[int, ...]) -> np.ndarray:
+    """log of Gamma(alpha, 1) variates, exact for any alpha > 0.
+
+    Uses Gamma(a) = Gamma(a + 1) * U^(1/a) in log space: for the tiny alphas of paper A (down to 1e-3)
+    the variates themselves underflow to 0, so a Dirichlet drawn in linear space has exact zeros or
+    NaNs, which the normalisations below would turn into NaN rows.
+    """
+    return np.log(rng.standard_gamma(alpha + 1.0, size=shape)) + np.log1p(-rng.random(shape)) / alpha
+
+
+def _dirichlet_among(rng: np.random.Generator, alpha: float, allowed: np.ndarray) -> np.ndarray:
+    """A Dir(alpha) vector over the ``allowed`` entries (zeros elsewhere); never NaN, sums to 1."""
+    logits = np.where(allowed, _log_gamma(rng, alpha, allowed.shape), -np.inf)
+    return np.exp(logits - _logsumexp(logits, axis=0))
+
+
+def _even_split(rng: np.random.Generator, n: int, clients: int) -> list[np.ndarray]:
+    return np.array_split(rng.permutation(n), clients)
+
+
+def _class_members(labels: np.ndarray) -> list[np.ndarray]:
+    """Sample positions of each class 0..max(label), in ascending order (empty for absent classes)."""
+    order = np.argsort(labels, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(labels))[:-1])
+
+
+def _alpha(options: dict) -> float:
+    alpha = float(options["alpha"])
+    if not alpha > 0:
+        raise PartitionError(f"'alpha' must be > 0, got {alpha}")
+    return alpha
+
+
+# --- schemes --------------------------------------------------------------------------------------
+
+
+def _iid(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
+    return _even_split(rng, len(labels), clients), None, {}
+
+
+def _logsumexp(x: np.ndarray, axis: int) -> np.ndarray:
+    top = x.max(axis=axis, keepdims=True)
+    return top + np.log(np.exp(x - top).sum(axis=axis, keepdims=True))
+
+
+def balance_shares(log_shares: np.ndarray, class_counts: np.ndarray,
+                   max_iters: int) -> tuple[np.ndarray, int]:
+    """Alternating column/row normalisation (Sinkhorn) of a clients x classes share matrix.
+
+    Targets: column c sums to the class fraction N_c / N, every row to 1 / K, so that
+    floor(M[k, c] * N) samples of class c per client use up each class and clients end up
+    equal-sized. Paper A's code runs exactly 100 rounds (columns, then rows); here the rounds stop
+    once every class is matched to half a sample, or after ``max_iters``. Returns (M, rounds run).
+    Done in log space so entries far below the float range still take part.
+    """
+    n = class_counts.sum()
+    present = class_counts > 0
+    log_m = np.where(present, log_shares, -np.inf)
+    log_cols = np.log(class_counts[present] / n)
+    log_rows = -np.log(log_shares.shape[0])
+    rounds = 0
+    while rounds < max_iters:
+        col = _logsumexp(log_m[:, present], axis=0)
+        if rounds and np.abs(np.exp(col.ravel()) * n - class_counts[present]).max() < 0.5:
+            break
+        log_m[:, present] += log_cols - col
+        log_m += log_rows - _logsumexp(log_m, axis=1)
+        rounds += 1
+    return np.exp(log_m), rounds
+
+
+def _dirichlet_balanced(labels: np.ndarray, clients: int, options: dict,
+                        rng: np.random.Generator) -> SchemeResult:
+    members = _class_members(labels)
+    counts = np.asarray([len(m) for m in members], dtype=np.float64)
+    # Column scale of the Dirichlet draw is removed by the first column normalisation, so unnormalised
+    # Gamma(alpha) variates give the same matrix as per-class Dir(alpha) vectors.
+    log_shares = _log_gamma(rng, _alpha(options), (clients, len(members)))
+    shares, rounds = balance_shares(log_shares, counts, int(options["sinkhorn_iters"]))
+    quota = np.floor(shares * len(labels)).astype(np.int64)
+    parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
+    for c, idx in enumerate(members):
+        # The code slices each class in dataset order; shuffling first (seeded) keeps the slices
+        # independent of file order (an image folder lists a class's files sorted by name).
+        shuffled = rng.permutation(idx)
+        # Contiguous slices per client in client order, clipped at the class size like the code's
+        # slicing (quotas may overshoot a class while the balancing has not converged).
+        ends = np.minimum(np.cumsum(quota[:, c]), len(idx))
+        starts = np.concatenate([[0], ends[:-1]])
+        for k in range(clients):
+            parts[k].append(shuffled[starts[k]:ends[k]])
+    column_error = np.abs(shares.sum(axis=0) * len(labels) - counts).max()
+    meta = {"sinkhorn_rounds": rounds, "max_class_quota_error": float(column_error)}
+    return [np.concatenate(p) for p in parts], None, meta
+
+
+def _dirichlet_min_size(labels: np.ndarray, clients: int, options: dict,
+                        rng: np.random.Generator) -> SchemeResult:
+    alpha, min_size = _alpha(options), int(options["min_size"])
+    n = len(labels)
+    if min_size * clients > n:
+        raise PartitionError(f"min_size {min_size} x {clients} clients exceeds the {n} samples: "
+                             "lower 'min_size' or 'clients'")
+    members = _class_members(labels)
+    for draw in range(1, MIN_SIZE_MAX_DRAWS + 1):
+        parts = _min_size_draw(members, n, clients, alpha, rng)
+        if min(len(p) for p in parts) >= min_size:
+            return parts, None, {"draws": draw}
+    raise PartitionError(
+        f"no draw in {MIN_SIZE_MAX_DRAWS} gave every client >= {min_size} samples (alpha {alpha}, "
+        f"{clients} clients, {n} samples): raise 'alpha', lower 'min_size' or use fewer 'clients'"
+    )
+
+
+def _min_size_draw(members: list[np.ndarray], n: int, clients: int, alpha: float,
+                   rng: np.random.Generator) -> list[np.ndarray]:
+    """One pass over the classes; a client already holding N/K samples gets no further share."""
+    parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
+    sizes = np.zeros(clients, dtype=np.int64)
+    for idx in members:
+        shuffled = rng.permutation(idx)
+        # Zeroing full clients and renormalising = a Dirichlet over the others (aggregation property);
+        # some client is always below N/K because fewer than N samples are assigned so far.
+        shares = _dirichlet_among(rng, alpha, sizes < n / clients)
+        cuts = (np.cumsum(shares) * len(shuffled)).astype(np.int64)[:-1]
+        for k, piece in enumerate(np.split(shuffled, cuts)):
+            parts[k].append(piece)
+            sizes[k] += len(piece)
+    return [np.concatenate(p) for p in parts]
+
+
+def _k_classes(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
+    members = _class_members(labels)
+    num_classes, per_client = len(members), int(options["classes_per_client"])
+    if not 1 <= per_client <= num_classes:
+        raise PartitionError(f"'classes_per_client' must be between 1 and the {num_classes} classes, "
+                             f"got {per_client}")
+    # Client k takes classes order[(k*l + j) mod C], j < l: distinct within a client, and every class
+    # is held by floor or ceil(K*l / C) clients (balanced coverage).
+    order = rng.permutation(num_classes)
+    held = [[int(order[(k * per_client + j) % num_classes]) for j in range(per_client)]
+            for k in range(clients)]
+    holders: list[list[int]] = [[] for _ in range(num_classes)]
+    for k, classes in enumerate(held):
+        for c in classes:
+            holders[c].append(k)
+    parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
+    for c, idx in enumerate(members):
+        if holders[c]:
+            for k, piece in zip(holders[c], np.array_split(rng.permutation(idx), len(holders[c]))):
+                parts[k].append(piece)
+    meta = {"client_classes": [sorted(classes) for classes in held],
+            "unused_classes": [c for c in range(num_classes) if not holders[c]]}
+    return [np.concatenate(p) for p in parts], None, meta
+
+
+def resolve_augment(augment: Mapping[str, Any] | None) -> dict:
+    """Augmentation ranges with paper A's defaults filled in; an unknown key is a ``PartitionError``."""
+    augment = dict(augment or {})
+    unknown = sorted(set(augment) - set(AUGMENT_DEFAULTS))
+    if unknown:
+        raise PartitionError(f"augment: unknown key(s) {unknown}; accepted: {sorted(AUGMENT_DEFAULTS)}")
+    return {**AUGMENT_DEFAULTS, **augment}
+
+
+def _feature(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
+    ranges = resolve_augment(options["augment"])
+    parts = _even_split(rng, len(labels), clients)
+    strengths = rng.random(clients)  # u_i ~ U(0, 1), drawn once per client
+    augment = [
+        {
+            "brightness": float(ranges["brightness_max"] * u),
+            "brightness_p": float(ranges["brightness_p"]),
+            "blur_kernel": int(ranges["blur_kernel"]),
+            "blur_sigma": [float(s) for s in ranges["blur_sigma"]],
+            "blur_p": float(ranges["blur_p"]),
+            "flip_p": float(ranges["flip_p"]),
+        }
+        for u in strengths
+    ]
+    return parts, augment, {}
+
+
+PARTITIONERS: dict[str, Partitioner] = {
+    "iid": Partitioner("iid", {}, _iid),
+    "dirichlet_balanced": Partitioner("dirichlet_balanced", {"alpha": None, "sinkhorn_iters": 10000},
+                                      _dirichlet_balanced),
+    "dirichlet_min_size": Partitioner("dirichlet_min_size", {"alpha": None, "min_size": 10},
+                                      _dirichlet_min_size),
+    "k_classes": Partitioner("k_classes", {"classes_per_client": None}, _k_classes),
+    "feature": Partitioner("feature", {"augment": {}}, _feature),
+}
+
+
+# --- files ----------------------------------------------------------------------------------------
+
+
+def count_matrix(partition: Partition, labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """Samples per (client, class) as an int64 matrix [clients, classes]."""
+    labels = np.asarray(labels, dtype=np.int64)
+    return np.stack([np.bincount(labels[idx], minlength=num_classes) for idx in partition.client_indices])
+
+
+def save_partition(partition: Partition, labels: np.ndarray, num_classes: int, out_dir: Path) -> np.ndarray:
+    """Write ``partition.json`` and ``counts.csv`` (every client/class pair) with deterministic bytes;
+    returns the count matrix."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    counts = count_matrix(partition, labels, num_classes)
+    document = {
+        "scheme": partition.scheme,
+        "seed": partition.seed,
+        "spec": partition.spec,
+        "meta": partition.meta,
+        "num_samples": int(len(labels)),
+        "num_classes": int(num_classes),
+        "client_sizes": partition.sizes().tolist(),
+        "client_indices": [idx.tolist() for idx in partition.client_indices],
+        "client_augment": partition.client_augment,
+    }
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    (out_dir / "partition.json").write_text(text + "\n", encoding="utf-8")
+    with open(out_dir / "counts.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["client", "class", "count"])
+        for k, row in enumerate(counts):
+            writer.writerows((k, c, int(n)) for c, n in enumerate(row))
+    return counts
+
+
+def load_partition(path: Path) -> Partition:
+    """Read a partition saved by ``save_partition`` (its folder or its ``partition.json``)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "partition.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    indices = [np.asarray(idx, dtype=np.int64) for idx in document["client_indices"]]
+    return Partition(indices, document["client_augment"], document["scheme"], document["meta"],
+                     document["spec"], document["seed"])
+
+
+# --- statistics and figure ------------------------------------------------------------------------
+
+
+def _as_matrix(counts: pd.DataFrame | np.ndarray) -> np.ndarray:
+    if isinstance(counts, pd.DataFrame):
+        table = counts.pivot_table(index="client", columns="class", values="count", aggfunc="sum",
+                                   fill_value=0)
+        return table.to_numpy(dtype=np.float64)
+    return np.asarray(counts, dtype=np.float64)
+
+
+def partition_stats(counts: pd.DataFrame | np.ndarray) -> dict[str, float]:
+    """Skew statistics of a partition from its counts (``counts.csv`` as a DataFrame, or [K, C]).
+
+    ``label_tv_*`` is the total-variation distance between a client's label distribution and the
+    pooled one (0 = IID, 1 = disjoint); ``classes_present_*`` counts classes with >= 1 sample;
+    ``effective_classes_mean`` is exp(entropy) of a client's label distribution.
+    """
+    matrix = _as_matrix(counts)
+    sizes = matrix.sum(axis=1)
+    nonempty = matrix[sizes > 0]
+    client_dist = nonempty / nonempty.sum(axis=1, keepdims=True)
+    global_dist = matrix.sum(axis=0) / matrix.sum()
+    tv = 0.5 * np.abs(client_dist - global_dist).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.where(client_dist > 0, client_dist * np.log(client_dist), 0.0).sum(axis=1)
+    present = (matrix > 0).sum(axis=1)
+    return {
+        "clients": float(len(matrix)),
+        "empty_clients": float((sizes == 0).sum()),
+        "samples_assigned": float(sizes.sum()),
+        "client_size_min": float(sizes.min()),
+        "client_size_max": float(sizes.max()),
+        "client_size_mean": float(sizes.mean()),
+        "client_size_cv": float(sizes.std() / sizes.mean()) if sizes.mean() > 0 else 0.0,
+        "classes_present_mean": float(present.mean()),
+        "classes_present_min": float(present.min()),
+        "effective_classes_mean": float(np.exp(entropy).mean()),
+        "label_tv_mean": float(tv.mean()),
+        "label_tv_max": float(tv.max()),
+        "class_coverage": float((matrix.sum(axis=0) > 0).mean()),
+    }
+
+
+def plot_partition_heatmap(counts_df: pd.DataFrame | np.ndarray, out_png: Path, title: str) -> None:
+    """Seaborn heatmap of samples per client (rows) and class (columns), written as a PNG.
+
+    Drawn on a standalone Agg figure (no pyplot state) with no software tag, so equal counts give
+    equal bytes.
+    """
+    import seaborn as sns
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    matrix = _as_matrix(counts_df).astype(np.int64)
+    clients, classes = matrix.shape
+    figure = Figure(figsize=(min(2 + 0.35 * classes, 16), min(1.5 + 0.3 * clients, 16)), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    sns.heatmap(matrix, ax=axes, cmap="viridis", annot=clients * classes <= 400, fmt="d",
+                annot_kws={"fontsize": 6}, cbar_kws={"label": "samples"})
+    axes.set_xlabel("class")
+    axes.set_ylabel("client")
+    axes.set_title(title)
+    figure.tight_layout()
+    figure.savefig(out_png, format="png", metadata={"Software": None})
