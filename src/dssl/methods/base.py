@@ -1,0 +1,156 @@
+"""The contract every SSL method meets, and the method registry.
+
+The training engine relies on:
+- ``training_loss(images)`` with a float batch [B, C, H, W] in [0, 1] (already client-augmented):
+  the method draws its own views and returns a dict of scalar tensors with at least ``"loss"``;
+- ``encoder``: the backbone, ``encoder(x) -> [B, feature_dim]`` for evaluation;
+- ``representation(images) -> [B, D]``: one embedding per image, paper A's z for MAR alignment;
+- ``local_state_keys()``: state_dict keys a federation strategy may keep on the client;
+- ``after_optimizer_step()``: called after every optimiser step (EMA targets update here);
+- ``name``: the registry key, as in ``params.yaml``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from torch import nn
+
+from dssl.models.backbones import create_backbone
+from dssl.models.registry import Registry
+from dssl.models.vit import ViTBackbone
+
+
+@dataclass
+class LossOutput:
+    """What a method computes on one batch.
+
+    ``losses``: scalar tensors, ``"loss"`` the one to minimise (others are diagnostics);
+    ``representation``: [B, D], one embedding per image, from the same forward pass.
+    """
+
+    losses: dict[str, torch.Tensor]
+    representation: torch.Tensor
+
+
+class SSLMethod(nn.Module, ABC):
+    """Base of the SSL methods: an ``encoder`` plus method-specific heads, loss and view transform.
+
+    Subclasses set ``name`` and implement :meth:`compute_loss`; their hyper-parameters are
+    keyword-only constructor arguments (``None`` = derive the default from the backbone) and the
+    resolved values are kept in ``hparams`` for logging. ``local_modules`` names the submodules and
+    buffers whose state a federation strategy may keep on the client (predictor, EMA target, queue).
+    """
+
+    name: ClassVar[str]
+    local_modules: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, encoder: nn.Module, hparams: dict[str, Any]) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.hparams = hparams
+
+    @abstractmethod
+    def compute_loss(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> LossOutput:
+        """Make the views of ``images`` and compute the losses and the representation."""
+
+    def training_loss(
+        self,
+        images: torch.Tensor,
+        *,
+        with_representation: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> dict[str, torch.Tensor]:
+        """Scalar losses of one batch (``"loss"`` is minimised).
+
+        With ``with_representation`` the dict also holds ``"representation"`` [B, D], computed in the
+        same forward pass (MAR adds its alignment term on it without a second encoder pass).
+        """
+        out = self.compute_loss(images, generator)
+        losses = dict(out.losses)
+        if with_representation:
+            losses["representation"] = out.representation
+        return losses
+
+    def representation(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """One embedding per image, [B, D]: the encoder's pooled features (MAE overrides this)."""
+        del generator  # deterministic here; masked methods draw a mask
+        return self.encoder(images)
+
+    def local_state_keys(self) -> list[str]:
+        """state_dict keys under ``local_modules``: state a strategy may keep local (e.g. FedU, FedEMA)."""
+        return [key for key in self.state_dict() if key.split(".")[0] in self.local_modules]
+
+    def after_optimizer_step(self) -> None:
+        """Hook called by the engine after every optimiser step; EMA-target methods update here."""
+
+    @classmethod
+    def hparam_names(cls) -> list[str]:
+        """The keyword-only constructor arguments, i.e. the accepted ``params.yaml`` hyper-parameters."""
+        params = inspect.signature(cls.__init__).parameters.values()
+        return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+M = TypeVar("M", bound=type[SSLMethod])
+
+METHODS: Registry[type[SSLMethod]] = Registry("method")
+
+
+def register_method(cls: M) -> M:
+    """Class decorator: register an :class:`SSLMethod` subclass under its ``name``."""
+    METHODS.register(cls.name)(cls)
+    return cls
+
+
+def create_method(
+    name: str, backbone: str, image_size: int, in_chans: int, **hparams: Any
+) -> SSLMethod:
+    """Build method ``name`` on a fresh ``backbone`` for ``image_size`` px, ``in_chans``-channel images.
+
+    Unknown method or backbone names raise an ``UnknownNameError`` (a KeyError and ValueError)
+    listing the known ones; unknown hyper-parameters raise a ValueError listing the accepted ones.
+    """
+    cls = METHODS[name]
+    accepted = cls.hparam_names()
+    unknown = sorted(set(hparams) - set(accepted))
+    if unknown:
+        raise ValueError(f"method {name!r} has no hyper-parameter {unknown}; accepted: {accepted}")
+    encoder = create_backbone(backbone, image_size, in_chans)
+    return cls(encoder, image_size, in_chans, **hparams)
+
+
+@torch.no_grad()
+def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
+    """Parameters: target <- momentum * target + (1 - momentum) * online (BYOL's target, MoCo's key
+    encoder). Buffers (BN running statistics) are the target's own, as in both papers' code."""
+    for t, o in zip(target.parameters(), online.parameters(), strict=True):
+        t.lerp_(o, 1 - momentum)
+
+
+def require_vit(encoder: nn.Module, method: str, alternative: str) -> ViTBackbone:
+    """The encoder as a ViT, or a ValueError naming the method to use instead."""
+    if not isinstance(encoder, ViTBackbone):
+        raise ValueError(
+            f"method {method!r} needs a ViT backbone (tiny_vit, vit_small); "
+            f"got {type(encoder).__name__}; use {alternative!r} for CNNs"
+        )
+    return encoder
+
+
+def require_feature_map(encoder: nn.Module, method: str, alternative: str) -> nn.Module:
+    """The encoder if it has a spatial feature map (a CNN), else a ValueError."""
+    if not (hasattr(encoder, "forward_features") and hasattr(encoder, "feature_stride")):
+        raise ValueError(
+            f"method {method!r} needs a CNN backbone with a spatial feature map "
+            f"(resnet18_cifar, resnet18_imagenet, cnn_small); use {alternative!r} for ViTs"
+        )
+    return encoder
+

@@ -1,0 +1,115 @@
+"""BYOL (Grill et al., NeurIPS 2020) as paper B's FedBYOL / FedEMA local model.
+
+Paper B's sizes for ResNet-18: projector 512-4096-2048, predictor 2048-4096-2048, target EMA 0.99.
+Defaults keep the ratios for any backbone: projector d-8d-4d, predictor 4d-8d-4d, d = feature_dim
+(cnn_small: 128-1024-512, vit_small: 96-768-384).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dssl.methods.augment import FedSSLTransform
+from dssl.methods.base import LossOutput, SSLMethod, ema_update, register_method
+from dssl.methods.heads import mlp_layers
+
+
+class BYOLProjectionHead(nn.Sequential):
+    """Linear-BN-ReLU-Linear; paper B: 512-4096-2048. The first Linear keeps its bias, as in paper
+    B's code: with it, paper A's Table 2 count for FedU / FedEMA (38.47 M) is reproduced."""
+
+    def __init__(self, input_dim: int = 512, hidden_dim: int = 4096, output_dim: int = 2048) -> None:
+        super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], bias_before_bn=True))
+
+
+class BYOLPredictionHead(nn.Sequential):
+    """Linear-BN-ReLU-Linear; paper B: 2048-4096-2048 (first Linear with bias, as the projector)."""
+
+    def __init__(self, input_dim: int = 2048, hidden_dim: int = 4096, output_dim: int = 2048) -> None:
+        super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], bias_before_bn=True))
+
+
+class BYOLLoss(nn.Module):
+    """Symmetrised normalised MSE, ||p/|p| - t/|t| ||^2 = 2 - 2 cos(p, t), summed over both view
+    orders and averaged over the batch (BYOL Eq. 2; paper B's code). Targets are not differentiated."""
+
+    def forward(
+        self, p1: torch.Tensor, p2: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor
+    ) -> torch.Tensor:
+        cos12 = F.cosine_similarity(p1, t2.detach(), dim=-1)
+        cos21 = F.cosine_similarity(p2, t1.detach(), dim=-1)
+        return (4 - 2 * cos12 - 2 * cos21).mean()
+
+
+BYOLTransform = FedSSLTransform  # paper B uses one augmentation for all its methods
+
+
+@register_method
+class BYOL(SSLMethod):
+    """BYOL: online encoder + projector + predictor against an EMA target encoder + projector.
+
+    The engine calls :meth:`after_optimizer_step`, which moves the target by ``momentum``.
+    ``local_modules``: the EMA target, which FedEMA keeps on the client (paper B).
+    """
+
+    name = "byol"
+    local_modules = ("target_encoder", "target_projector")
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        image_size: int,
+        in_chans: int,
+        *,
+        proj_hidden_dim: int | None = None,
+        proj_output_dim: int | None = None,
+        pred_hidden_dim: int | None = None,
+        momentum: float = 0.99,
+        crop_min_scale: float = 0.08,
+    ) -> None:
+        del in_chans
+        dim = encoder.feature_dim
+        proj_hidden_dim = proj_hidden_dim or 8 * dim
+        proj_output_dim = proj_output_dim or 4 * dim
+        pred_hidden_dim = pred_hidden_dim or proj_hidden_dim
+        super().__init__(
+            encoder,
+            dict(
+                proj_hidden_dim=proj_hidden_dim,
+                proj_output_dim=proj_output_dim,
+                pred_hidden_dim=pred_hidden_dim,
+                momentum=momentum,
+                crop_min_scale=crop_min_scale,
+            ),
+        )
+        self.momentum = momentum
+        self.projector = BYOLProjectionHead(dim, proj_hidden_dim, proj_output_dim)
+        self.predictor = BYOLPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
+        self.target_encoder = copy.deepcopy(encoder).requires_grad_(False)
+        self.target_projector = copy.deepcopy(self.projector).requires_grad_(False)
+        self.criterion = BYOLLoss()
+        self.transform = BYOLTransform(image_size, crop_min_scale)
+
+    def compute_loss(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> LossOutput:
+        x1, x2 = self.transform(images, generator), self.transform(images, generator)
+        f1 = self.encoder(x1)
+        p1 = self.predictor(self.projector(f1))
+        p2 = self.predictor(self.projector(self.encoder(x2)))
+        with torch.no_grad():
+            t1 = self.target_projector(self.target_encoder(x1))
+            t2 = self.target_projector(self.target_encoder(x2))
+        return LossOutput({"loss": self.criterion(p1, p2, t1, t2)}, representation=f1)
+
+    def update_target(self, momentum: float) -> None:
+        """target <- momentum * target + (1 - momentum) * online (encoder and projector)."""
+        ema_update(self.target_encoder, self.encoder, momentum)
+        ema_update(self.target_projector, self.projector, momentum)
+
+    def after_optimizer_step(self) -> None:
+        self.update_target(self.momentum)

@@ -1,0 +1,136 @@
+"""MAE for CNNs, paper A [code]: masked patches are zeroed in pixel space, a CNN encodes the whole
+image, a transposed-convolution decoder reconstructs it from the last feature map, and the loss is
+the MSE on masked pixels only.
+
+Defaults: mask ratio 0.75; mask patch 16 px at 224 px, scaled with the image side and at least 4 px
+(``max(4, image_size * 16 // 224)``: 4 px at 16 or 32 px); decoder width feature_dim / 2
+(256 for ResNet-18, 64 for cnn_small), halved at each x2 upsampling, at least 16.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dssl.methods.base import LossOutput, SSLMethod, register_method, require_feature_map
+from dssl.methods.mae import MAETransform, random_patch_mask
+
+
+def default_mask_patch_size(image_size: int) -> int:
+    """16 px at 224 px (paper A), proportionally smaller for smaller images, at least 4 px."""
+    return max(4, image_size * 16 // 224)
+
+
+def patch_mask_to_pixels(
+    mask: torch.Tensor, patch_size: int, height: int, width: int
+) -> torch.Tensor:
+    """[B, gh * gw] patch mask (row-major, gh = ceil(H / p)) -> [B, 1, H, W] pixel mask."""
+    grid_h, grid_w = math.ceil(height / patch_size), math.ceil(width / patch_size)
+    pixels = mask.view(-1, 1, grid_h, grid_w)
+    pixels = pixels.repeat_interleave(patch_size, dim=2).repeat_interleave(patch_size, dim=3)
+    return pixels[:, :, :height, :width]
+
+
+class MAECNNDecoder(nn.Sequential):
+    """Transposed-conv decoder: ``log2(stride)`` x [ConvTranspose 4x4 stride 2, BN, ReLU], channel
+    width ``width`` halved at each step (at least 16), then a 3x3 conv to the image channels."""
+
+    def __init__(self, in_channels: int, out_channels: int, feature_stride: int, width: int) -> None:
+        steps = int(math.log2(feature_stride))
+        if 2**steps != feature_stride:
+            raise ValueError(f"feature stride must be a power of 2, got {feature_stride}")
+        layers: list[nn.Module] = []
+        channels = in_channels
+        for i in range(steps):
+            out = max(width >> i, 16)
+            layers += [
+                nn.ConvTranspose2d(channels, out, kernel_size=4, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(out),
+                nn.ReLU(inplace=True),
+            ]
+            channels = out
+        layers.append(nn.Conv2d(channels, out_channels, kernel_size=3, padding=1))
+        super().__init__(*layers)
+
+    def forward(self, feature_map: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        """[B, C, h, w] -> [B, out_channels, *size]; resized when size is not h, w times the stride."""
+        out = super().forward(feature_map)
+        if out.shape[-2:] != size:
+            out = F.interpolate(out, size=size, mode="bilinear", align_corners=False)
+        return out
+
+
+class MaskedPixelMSELoss(nn.Module):
+    """Mean squared error over masked pixels (all channels) only."""
+
+    def forward(
+        self, pred: torch.Tensor, target: torch.Tensor, pixel_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """pred, target [B, C, H, W]; pixel_mask [B, 1, H, W] with 1 on masked pixels."""
+        squared = ((pred - target) ** 2 * pixel_mask).sum()
+        return squared / (pixel_mask.sum() * pred.shape[1]).clamp(min=1)
+
+
+@register_method
+class MAECNN(SSLMethod):
+    """Paper A's MAE for CNN encoders; ``representation`` = pooled encoder features of a masked view."""
+
+    name = "mae_cnn"
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        image_size: int,
+        in_chans: int,
+        *,
+        mask_ratio: float = 0.75,
+        mask_patch_size: int | None = None,
+        decoder_width: int | None = None,
+        crop_min_scale: float = 0.2,
+    ) -> None:
+        cnn = require_feature_map(encoder, self.name, alternative="mae")
+        mask_patch_size = mask_patch_size or default_mask_patch_size(image_size)
+        decoder_width = decoder_width or cnn.feature_dim // 2
+        super().__init__(
+            cnn,
+            dict(
+                mask_ratio=mask_ratio,
+                mask_patch_size=mask_patch_size,
+                decoder_width=decoder_width,
+                crop_min_scale=crop_min_scale,
+            ),
+        )
+        self.mask_ratio = mask_ratio
+        self.mask_patch_size = mask_patch_size
+        self.decoder = MAECNNDecoder(cnn.feature_dim, in_chans, cnn.feature_stride, decoder_width)
+        self.criterion = MaskedPixelMSELoss()
+        self.transform = MAETransform(image_size, crop_min_scale)
+
+    def random_pixel_mask(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """[B, 1, H, W]: 1 on the pixels of ``mask_ratio`` of the patches, drawn per sample."""
+        b, _, h, w = images.shape
+        p = self.mask_patch_size
+        num_patches = math.ceil(h / p) * math.ceil(w / p)
+        mask = random_patch_mask(b, num_patches, self.mask_ratio, images.device, generator).mask
+        return patch_mask_to_pixels(mask, p, h, w).to(images.dtype)
+
+    def compute_loss(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> LossOutput:
+        view = self.transform(images, generator)
+        pixel_mask = self.random_pixel_mask(view, generator)
+        feature_map = self.encoder.forward_features(view * (1 - pixel_mask))
+        recon = self.decoder(feature_map, view.shape[-2:])
+        loss = self.criterion(recon, view, pixel_mask)
+        return LossOutput({"loss": loss}, representation=feature_map.mean(dim=(2, 3)))
+
+    def representation(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """Encoder features of a randomly masked (not cropped) view, [B, feature_dim]."""
+        return self.encoder(images * (1 - self.random_pixel_mask(images, generator)))

@@ -1,0 +1,86 @@
+"""SimCLR (Chen et al., ICML 2020) as paper B's FedSimCLR.
+
+Defaults: projector d-d-d/4 (512-512-128 for ResNet-18; cnn_small 128-128-32, vit_small 96-96-24);
+NT-Xent temperature 0.07 (paper B's code; SimCLR's own default is 0.5).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dssl.methods.augment import FedSSLTransform
+from dssl.methods.base import LossOutput, SSLMethod, register_method
+from dssl.methods.heads import mlp_layers
+
+
+class SimCLRProjectionHead(nn.Sequential):
+    """Linear-BN-ReLU-Linear; 512-512-128 for ResNet-18."""
+
+    def __init__(self, input_dim: int = 512, hidden_dim: int = 512, output_dim: int = 128) -> None:
+        super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim]))
+
+
+class NTXentLoss(nn.Module):
+    """Normalised-temperature cross-entropy over 2B views (SimCLR Eq. 1): each view's positive is
+    the other view of its image, its negatives the other 2B - 2 views."""
+
+    def __init__(self, temperature: float = 0.07) -> None:
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
+        z = F.normalize(torch.cat([z1, z2]), dim=-1)
+        n = z1.shape[0]
+        logits = z @ z.T / self.temperature
+        self_pairs = torch.eye(2 * n, dtype=torch.bool, device=z.device)
+        logits = logits.masked_fill(self_pairs, float("-inf"))
+        positives = torch.arange(2 * n, device=z.device).roll(n)
+        return F.cross_entropy(logits, positives)
+
+
+SimCLRTransform = FedSSLTransform  # paper B uses one augmentation for all its methods
+
+
+@register_method
+class SimCLR(SSLMethod):
+    """SimCLR: encoder + projector, contrastive NT-Xent on two views; no predictor, no target."""
+
+    name = "simclr"
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        image_size: int,
+        in_chans: int,
+        *,
+        proj_hidden_dim: int | None = None,
+        proj_output_dim: int | None = None,
+        temperature: float = 0.07,
+        crop_min_scale: float = 0.08,
+    ) -> None:
+        del in_chans
+        dim = encoder.feature_dim
+        proj_hidden_dim = proj_hidden_dim or dim
+        proj_output_dim = proj_output_dim or dim // 4
+        super().__init__(
+            encoder,
+            dict(
+                proj_hidden_dim=proj_hidden_dim,
+                proj_output_dim=proj_output_dim,
+                temperature=temperature,
+                crop_min_scale=crop_min_scale,
+            ),
+        )
+        self.projector = SimCLRProjectionHead(dim, proj_hidden_dim, proj_output_dim)
+        self.criterion = NTXentLoss(temperature)
+        self.transform = SimCLRTransform(image_size, crop_min_scale)
+
+    def compute_loss(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> LossOutput:
+        x1, x2 = self.transform(images, generator), self.transform(images, generator)
+        f1 = self.encoder(x1)
+        loss = self.criterion(self.projector(f1), self.projector(self.encoder(x2)))
+        return LossOutput({"loss": loss}, representation=f1)

@@ -1,0 +1,130 @@
+"""SimSiam (Chen & He, CVPR 2021): Siamese views, a predictor, and stop-gradient, no negatives.
+
+Paper A's sizes for ResNet-18 [code]: projector 512-256-256-512, predictor 512-512-512. Defaults keep
+those ratios for any backbone: projector d - d/2 - d/2 - d, predictor d - d - d, d = feature_dim
+(cnn_small: 128-64-64-128 / 128-128-128; vit_small: 96-48-48-96 / 96-96-96; tiny_vit: 320-...).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dssl.methods.augment import ViewTransform
+from dssl.methods.base import LossOutput, SSLMethod, register_method
+from dssl.methods.heads import mlp_layers
+
+
+class SimSiamProjectionHead(nn.Sequential):
+    """3-layer MLP, BN on every layer (non-affine on the output), ReLU between; paper A: 512-256-256-512."""
+
+    def __init__(self, input_dim: int = 512, hidden_dim: int = 256, output_dim: int = 512) -> None:
+        super().__init__(*mlp_layers([input_dim, hidden_dim, hidden_dim, output_dim], output_bn=True))
+
+
+class SimSiamPredictionHead(nn.Sequential):
+    """2-layer MLP Linear-BN-ReLU-Linear; paper A: 512-512-512 (SimSiam's own: 2048-512-2048)."""
+
+    def __init__(self, input_dim: int = 512, hidden_dim: int = 512, output_dim: int = 512) -> None:
+        super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim]))
+
+
+def negative_cosine(p: torch.Tensor, z: torch.Tensor, stop_gradient: bool = True) -> torch.Tensor:
+    """D(p, z) = -mean_b cos(p_b, z_b), with ``z`` detached under stop-gradient (SimSiam Eq. 1)."""
+    if stop_gradient:
+        z = z.detach()
+    return -F.cosine_similarity(p, z, dim=-1).mean()
+
+
+class NegativeCosineLoss(nn.Module):
+    """Symmetrised SimSiam loss L = D(p1, z2) / 2 + D(p2, z1) / 2 (SimSiam Eq. 2).
+
+    ``stop_gradient=False`` is paper B's ablation (FedSimSiam collapses without it).
+    """
+
+    def __init__(self, stop_gradient: bool = True) -> None:
+        super().__init__()
+        self.stop_gradient = stop_gradient
+
+    def forward(
+        self, p1: torch.Tensor, p2: torch.Tensor, z1: torch.Tensor, z2: torch.Tensor
+    ) -> torch.Tensor:
+        sg = self.stop_gradient
+        return 0.5 * negative_cosine(p1, z2, sg) + 0.5 * negative_cosine(p2, z1, sg)
+
+
+class SimSiamTransform(ViewTransform):
+    """SimSiam's augmentation, batched: crop scale (0.2, 1), flip, colour jitter (0.4, 0.4, 0.4, 0.1)
+    p 0.8, grayscale p 0.2, Gaussian blur p 0.5 for ImageNet-sized images (>= 64 px; SimSiam's CIFAR
+    recipe has no blur)."""
+
+    def __init__(self, image_size: int, crop_min_scale: float = 0.2) -> None:
+        super().__init__(
+            image_size,
+            crop_scale=(crop_min_scale, 1.0),
+            jitter=(0.4, 0.4, 0.4, 0.1),
+            jitter_p=0.8,
+            grayscale_p=0.2,
+            blur_p=0.5 if image_size >= 64 else 0.0,
+        )
+
+
+def output_std(z: torch.Tensor) -> torch.Tensor:
+    """Mean per-dimension std of l2-normalised outputs: ~1/sqrt(d) when healthy, 0 at collapse
+    (SimSiam Fig. 2); a detached diagnostic."""
+    return F.normalize(z.detach(), dim=-1).std(dim=0).mean()
+
+
+@register_method
+class SimSiam(SSLMethod):
+    """SimSiam: encoder + projector f, predictor h; loss on two views with stop-gradient.
+
+    ``local_modules``: the predictor, which FedU keeps local when the divergence is large (paper B).
+    """
+
+    name = "simsiam"
+    local_modules = ("predictor",)
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        image_size: int,
+        in_chans: int,
+        *,
+        proj_hidden_dim: int | None = None,
+        proj_output_dim: int | None = None,
+        pred_hidden_dim: int | None = None,
+        stop_gradient: bool = True,
+        crop_min_scale: float = 0.2,
+    ) -> None:
+        del in_chans  # the views keep the input's channels
+        dim = encoder.feature_dim
+        proj_hidden_dim = proj_hidden_dim or dim // 2
+        proj_output_dim = proj_output_dim or dim
+        pred_hidden_dim = pred_hidden_dim or proj_output_dim
+        super().__init__(
+            encoder,
+            dict(
+                proj_hidden_dim=proj_hidden_dim,
+                proj_output_dim=proj_output_dim,
+                pred_hidden_dim=pred_hidden_dim,
+                stop_gradient=stop_gradient,
+                crop_min_scale=crop_min_scale,
+            ),
+        )
+        self.projector = SimSiamProjectionHead(dim, proj_hidden_dim, proj_output_dim)
+        self.predictor = SimSiamPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
+        self.criterion = NegativeCosineLoss(stop_gradient)
+        self.transform = SimSiamTransform(image_size, crop_min_scale)
+
+    def compute_loss(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> LossOutput:
+        x1, x2 = self.transform(images, generator), self.transform(images, generator)
+        # Views go through the network separately so BN statistics are per view, as in SimSiam.
+        f1, f2 = self.encoder(x1), self.encoder(x2)
+        z1, z2 = self.projector(f1), self.projector(f2)
+        p1, p2 = self.predictor(z1), self.predictor(z2)
+        loss = self.criterion(p1, p2, z1, z2)
+        return LossOutput({"loss": loss, "output_std": output_std(z1)}, representation=f1)

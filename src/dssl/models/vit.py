@@ -1,0 +1,91 @@
+"""Vision Transformer backbone: a thin subclass of timm's ``VisionTransformer``.
+
+It keeps timm's modules and attribute names (``patch_embed``, ``pos_embed``, ``cls_token``, ``blocks``,
+``norm``) so that MAE can run the encoder on a subset of patch tokens, and adds ``feature_dim``,
+``patch_size``, ``grid_size`` and ``num_patches``.
+"""
+
+from __future__ import annotations
+
+import torch
+from timm.models.vision_transformer import VisionTransformer
+
+
+def sincos_1d(embed_dim: int, positions: torch.Tensor) -> torch.Tensor:
+    """[N] positions -> [N, embed_dim] sin/cos features (Vaswani et al., 2017), MAE's layout."""
+    omega = 1.0 / 10000 ** (torch.arange(embed_dim // 2, dtype=torch.float64) / (embed_dim / 2))
+    angles = positions.to(torch.float64)[:, None] * omega[None, :]
+    return torch.cat([angles.sin(), angles.cos()], dim=1)
+
+
+def sincos_2d_pos_embed(embed_dim: int, grid_size: int, cls_token: bool = True) -> torch.Tensor:
+    """Fixed 2-D sin-cos position embedding of MAE (He et al., 2022): [1, (1 +) grid^2, embed_dim].
+
+    Half of the channels encode the row, half the column; the class token (if any) gets zeros.
+    """
+    if embed_dim % 4:
+        raise ValueError(f"sin-cos position embedding needs embed_dim divisible by 4, got {embed_dim}")
+    coords = torch.arange(grid_size)
+    rows = coords.repeat_interleave(grid_size)
+    cols = coords.repeat(grid_size)
+    emb = torch.cat([sincos_1d(embed_dim // 2, rows), sincos_1d(embed_dim // 2, cols)], dim=1)
+    if cls_token:
+        emb = torch.cat([torch.zeros(1, embed_dim, dtype=emb.dtype), emb], dim=0)
+    return emb.float().unsqueeze(0)
+
+
+class ViTBackbone(VisionTransformer):
+    """ViT (Dosovitskiy et al., 2021) with a class token and fixed 2-D sin-cos position embeddings.
+
+    ``forward(x)`` returns the final-norm class token, [B, embed_dim] (MAE's linear-probe feature and
+    MoCo v3's). Position embeddings are fixed, as in MAE and MoCo v3, so they are not trainable
+    parameters; qkv has a bias and LayerNorm eps is 1e-6 (timm's and MAE's ViT defaults).
+    """
+
+    def __init__(
+        self,
+        image_size: int,
+        in_chans: int,
+        patch_size: int,
+        embed_dim: int,
+        depth: int,
+        num_heads: int,
+        mlp_ratio: float = 4.0,
+    ) -> None:
+        if image_size % patch_size:
+            raise ValueError(
+                f"image size {image_size} is not a multiple of the ViT patch size {patch_size}; "
+                "resize the images or pass another patch_size"
+            )
+        super().__init__(
+            img_size=image_size,
+            patch_size=patch_size,
+            in_chans=in_chans,
+            num_classes=0,
+            global_pool="token",
+            embed_dim=embed_dim,
+            depth=depth,
+            num_heads=num_heads,
+            mlp_ratio=mlp_ratio,
+            qkv_bias=True,
+        )
+        grid = image_size // patch_size
+        with torch.no_grad():
+            self.pos_embed.copy_(sincos_2d_pos_embed(embed_dim, grid, cls_token=True))
+        self.pos_embed.requires_grad_(False)
+
+    @property
+    def feature_dim(self) -> int:
+        return self.embed_dim
+
+    @property
+    def patch_size(self) -> int:
+        return self.patch_embed.patch_size[0]
+
+    @property
+    def grid_size(self) -> int:
+        return self.patch_embed.grid_size[0]
+
+    @property
+    def num_patches(self) -> int:
+        return self.patch_embed.num_patches
