@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     init = tracking_sub.add_parser("init", help="create the store and experiment once, before parallel jobs")
     init.add_argument("--params", default="params.yaml", type=Path)
     init.set_defaults(func=_cmd_tracking_init)
+
+    warm = sub.add_parser("warm", help="a server that pays the heavy imports once for all stages")
+    warm.add_argument("action", choices=["start", "stop"])
+    warm.set_defaults(func=_cmd_warm)
     return parser
 
 
@@ -82,7 +86,27 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
+def _cmd_warm(args: argparse.Namespace) -> int:
+    from dssl.pipeline import warm
+    from dssl.tracking import project_root
+
+    root = project_root()
+    if args.action == "start":
+        print(f"warm stage server started (pid {warm.start(root)})")
+    else:
+        print("warm stage server stopped" if warm.stop(root) else "no warm stage server was running")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in STAGES:
+        from dssl.pipeline.warm import try_delegate
+        from dssl.tracking import project_root
+
+        status = try_delegate(argv, project_root())
+        if status is not None:
+            return status
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

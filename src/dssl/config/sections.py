@@ -104,7 +104,15 @@ def check_partitions(c: Checker) -> None:
         if scheme == "k_classes":
             _check_k_classes(c, spec, path, dataset)
         if scheme == "feature" and "augment" in spec:
-            c.mapping(spec["augment"], f"{path}.augment")
+            _check_augment(c, spec["augment"], f"{path}.augment")
+
+
+def _check_augment(c: Checker, augment: object, path: str) -> None:
+    if c.mapping(augment, path) is None:
+        return
+    from dssl.data.partition import AUGMENT_DEFAULTS
+
+    c.unknown_keys(augment, AUGMENT_DEFAULTS, path)
 
 
 def _check_k_classes(c: Checker, spec: dict, path: str, dataset: str | None) -> None:

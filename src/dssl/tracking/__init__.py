@@ -8,7 +8,7 @@ from pathlib import Path
 from dssl.tracking.lineage import content_hash, engine, git_state, params_hash
 from dssl.tracking.mlflow_store import init_store, project_root, tracking_uri
 
-__all__ = ["StageRecord", "log_stage", "init_store", "project_root", "tracking_uri"]
+__all__ = ["StageRecord", "log_stage", "init_store", "project_root", "stage_runs", "tracking_uri"]
 
 
 def _flatten(prefix: str, value, out: dict[str, str]) -> None:
@@ -58,3 +58,29 @@ def log_stage(record: StageRecord, profile: str, root: Path | None = None) -> st
         for artifact in record.artifacts:
             mlflow.log_artifact(str(root / artifact))
         return run.info.run_id
+
+
+def stage_runs(root: Path, profile: str):
+    """All stage runs of a profile in the project's store, as a DataFrame (one row per run).
+
+    Columns: run_id, stage, start_time, ``tags.<name>``, ``params.<name>`` and ``metrics.<name>``.
+    The client is bound to this project's URI explicitly, so several projects can be read from one
+    process.
+    """
+    import mlflow
+    import pandas as pd
+
+    from dssl.tracking.mlflow_store import experiment_name
+
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri(root))
+    experiment = client.get_experiment_by_name(experiment_name(profile))
+    if experiment is None:
+        return pd.DataFrame(columns=["run_id", "stage", "start_time"])
+    rows = []
+    for run in client.search_runs([experiment.experiment_id], max_results=50000):
+        row = {"run_id": run.info.run_id, "stage": run.data.tags.get("stage"), "start_time": run.info.start_time}
+        row.update({f"tags.{k}": v for k, v in run.data.tags.items()})
+        row.update({f"params.{k}": v for k, v in run.data.params.items()})
+        row.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,99 @@
+"""The DAG as each engine sees it, in one canonical form, so dvc.yaml and the Snakefile cannot drift.
+
+A stage is (name, command, dependencies, outputs) with the name spelled ``<kind>@<entry>`` as DVC
+expands ``foreach`` stages; Snakemake jobs are named ``<rule>@<wildcard value>`` the same way.
+Params dependencies are DVC-only bookkeeping (Snakemake tracks params through the command and the
+config), so they are compared separately: each DVC stage must depend on exactly its own entry.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+
+@dataclass(frozen=True, order=True)
+class StageSpec:
+    name: str
+    cmd: str
+    deps: tuple[str, ...]
+    outs: tuple[str, ...]
+
+
+@contextmanager
+def _isolated(path: Path) -> Iterator[None]:
+    """Run in ``path`` and undo the environment changes a Snakefile makes when it is parsed."""
+    previous, environ = Path.cwd(), dict(os.environ)
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
+        os.environ.clear()
+        os.environ.update(environ)
+
+
+def dvc_stages(root: Path) -> tuple[list[StageSpec], dict[str, list[str]]]:
+    """Expanded DVC stages and, per stage, its params dependencies (``section.key`` strings)."""
+    from dvc.dependency.param import ParamsDependency
+    from dvc.repo import Repo
+
+    specs, params = [], {}
+    with Repo(str(root)) as repo:
+        for stage in repo.index.stages:
+            file_deps = [d for d in stage.deps if not isinstance(d, ParamsDependency)]
+            specs.append(StageSpec(
+                stage.name,
+                stage.cmd,
+                tuple(sorted(_relative(d.def_path) for d in file_deps)),
+                tuple(sorted(_relative(o.def_path) for o in stage.outs)),
+            ))
+            params[stage.name] = sorted(
+                key for d in stage.deps if isinstance(d, ParamsDependency) for key in d.params
+            )
+    return sorted(specs), params
+
+
+def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSpec]:
+    """Every job of the Snakefile's DAG (all outputs forced), in the same canonical form."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import (
+        ConfigSettings,
+        DAGSettings,
+        OutputSettings,
+        ResourceSettings,
+        StorageSettings,
+    )
+
+    config = ConfigSettings(configfiles=[Path(configfile)] if configfile else [])
+    with _isolated(root), SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+        workflow_api = api.workflow(
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=config,
+            storage_settings=StorageSettings(),
+            snakefile=root / "Snakefile",
+            workdir=root,
+        )
+        dag_api = workflow_api.dag(dag_settings=DAGSettings(forceall=True))
+        workflow = dag_api.workflow_api._workflow  # no public API exposes the jobs of a DAG
+        workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
+        workflow._build_dag()
+        specs = [_job_spec(job) for job in workflow.dag.jobs if job.rule.name != "all"]
+    return sorted(specs)
+
+
+def _job_spec(job) -> StageSpec:
+    wildcard = "-".join(str(v) for v in job.wildcards_dict.values())
+    return StageSpec(
+        f"{job.rule.name}@{wildcard}",
+        job.format_wildcards(job.rule.shellcmd).strip(),
+        tuple(sorted(_relative(str(f)) for f in job.input)),
+        tuple(sorted(_relative(str(f)) for f in job.output)),
+    )
+
+
+def _relative(path: str) -> str:
+    return Path(os.path.normpath(path)).as_posix().rstrip("/")

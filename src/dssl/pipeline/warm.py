@@ -1,0 +1,218 @@
+"""A warm stage server: pay the heavy imports once per pipeline run, not once per stage.
+
+Importing torch, timm, MLflow and seaborn costs several seconds, more than many small stages of the
+embedded default compute. ``dssl warm start`` launches a server that imports them once and then
+*forks* one child per ``dssl`` command, so each stage starts with everything loaded. The child gets the
+caller's working directory, environment and terminal (stdin/stdout/stderr file descriptors are passed
+over the socket), so DVC and Snakemake see exactly what a plain process would produce, and its exit
+status is returned to the caller.
+
+Safety rules, each for a reason:
+- The server never computes: forking a process whose thread pools have started is unsafe, and an
+  imported-but-idle torch has none.
+- Any change to the package's source files after the server started makes it refuse the request and
+  exit, so a stage never runs stale code; the caller then runs the command itself.
+- Without a server (or with DSSL_WARM=0) every command simply runs in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from pathlib import Path
+
+SOCKET_NAME = ".dssl-warm.sock"
+HEAVY_MODULES = (
+    "torch", "torchvision", "timm", "numpy", "pandas", "matplotlib.pyplot", "seaborn", "mlflow", "networkx",
+    "sklearn.datasets", "scipy.linalg",
+    "dssl.data.datasets", "dssl.data.partition", "dssl.methods", "dssl.models", "dssl.federation",
+    "dssl.evaluation", "dssl.tracking", "dssl.topology.graphs",
+)
+_HEADER = struct.Struct("!I")
+
+
+def socket_path(root: Path) -> Path:
+    return Path(root) / SOCKET_NAME
+
+
+def _source_stamp() -> dict[str, float]:
+    package = Path(__file__).resolve().parents[1]
+    return {str(p): p.stat().st_mtime for p in package.rglob("*.py")}
+
+
+# ---------------------------------------------------------------------------------------------- client
+
+
+def try_delegate(argv: list[str], root: Path) -> int | None:
+    """Run ``dssl argv`` in the warm server if one is up; None means 'run it yourself'."""
+    if os.environ.get("DSSL_WARM", "1") == "0":
+        return None
+    path = socket_path(root)
+    if not path.exists():
+        return None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+        request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+        socket.send_fds(conn, [_HEADER.pack(len(request)) + request], [0, 1, 2])
+        reply = _read_json(conn)
+        if reply is None or "refused" in reply:
+            return None
+        child = int(reply["pid"])
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
+        done = _read_json(conn)
+        return int(done["status"]) if done else 1
+    except OSError:
+        return None
+    finally:
+        conn.close()
+
+
+def _send_json(conn: socket.socket, payload: dict) -> None:
+    data = json.dumps(payload).encode()
+    conn.sendall(_HEADER.pack(len(data)) + data)
+
+
+def _read_exact(conn: socket.socket, size: int) -> bytes | None:
+    chunks = b""
+    while len(chunks) < size:
+        chunk = conn.recv(size - len(chunks))
+        if not chunk:
+            return None
+        chunks += chunk
+    return chunks
+
+
+def _read_json(conn: socket.socket) -> dict | None:
+    header = _read_exact(conn, _HEADER.size)
+    if header is None:
+        return None
+    body = _read_exact(conn, _HEADER.unpack(header)[0])
+    return json.loads(body) if body is not None else None
+
+
+# ---------------------------------------------------------------------------------------------- server
+
+
+def serve(root: Path) -> None:
+    """Import the heavy modules, then fork a child per request until stopped or the code changes."""
+    import importlib
+
+    for module in HEAVY_MODULES:
+        importlib.import_module(module)
+    stamp = _source_stamp()
+    path = socket_path(root)
+    path.unlink(missing_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    signal.signal(signal.SIGTERM, lambda *_: (path.unlink(missing_ok=True), os._exit(0)))
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped automatically
+    try:
+        while True:
+            conn, _ = server.accept()
+            if _source_stamp() != stamp:
+                _send_json(conn, {"refused": "source changed since the server started"})
+                conn.close()
+                break
+            _handle(conn, server)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _handle(conn: socket.socket, server: socket.socket) -> None:
+    header, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
+    size = _HEADER.unpack(header)[0]
+    request = json.loads(_read_exact(conn, size))
+    # Fork twice so the stage's parent is a small waiter, and the server never blocks on a stage.
+    if os.fork() != 0:
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        return
+    server.close()
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # this waiter reaps its stage itself
+    child = os.fork()
+    if child == 0:
+        conn.close()
+        _become_stage(request, fds)
+    for fd in fds:
+        os.close(fd)
+    _send_json(conn, {"pid": child})
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    _send_json(conn, {"status": code if code >= 0 else 128 - code})
+    os._exit(0)
+
+
+def _become_stage(request: dict, fds: list[int]) -> None:
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", closefd=False, buffering=1)
+    sys.stderr = open(2, "w", closefd=False, buffering=1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ["DSSL_WARM"] = "0"  # the child runs the command itself
+    from dssl.cli import main
+
+    code = 1
+    try:
+        code = main(request["argv"])
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:  # noqa: BLE001 - report like a normal process would, then exit
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def start(root: Path) -> int:
+    """Launch the server in the background (idempotent); returns its pid."""
+    import subprocess
+    import time
+
+    path = socket_path(root)
+    if path.exists():
+        stop(root)
+    log = open(Path(root) / ".dssl-warm.log", "w")
+    process = subprocess.Popen(
+        [sys.executable, "-c", f"from dssl.pipeline.warm import serve; serve({str(root)!r})"],
+        cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        env={**os.environ, "DSSL_WARM": "0"},
+    )
+    (Path(root) / ".dssl-warm.pid").write_text(str(process.pid))
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the warm server did not start; see {Path(root) / '.dssl-warm.log'}")
+        time.sleep(0.1)
+    return process.pid
+
+
+def stop(root: Path) -> bool:
+    """Stop the server if one runs; True when one was stopped."""
+    pid_file = Path(root) / ".dssl-warm.pid"
+    stopped = False
+    if pid_file.exists():
+        try:
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)
+            stopped = True
+        except (ProcessLookupError, ValueError):
+            pass
+        pid_file.unlink(missing_ok=True)
+    socket_path(root).unlink(missing_ok=True)
+    return stopped

@@ -1,0 +1,114 @@
+"""`dssl validate`: every bad input is reported with its key path, exit status 2; good files pass."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dssl.cli import main
+from dssl.config.params import ParamsError, load_params, read_params, validate
+from dssl.config.sections import DATASET_FACTS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def good() -> dict:
+    return read_params(REPO / "params.yaml")
+
+
+def problems_of(params: dict, root: Path = REPO) -> dict[str, str]:
+    return {p.path: p.message for p in validate(params, root)}
+
+
+@pytest.mark.parametrize("file", ["params.yaml", "configs/ci.yaml"])
+def test_shipped_params_files_are_valid(file: str) -> None:
+    assert validate(read_params(REPO / file), REPO) == []
+
+
+def test_alpha_must_be_positive(good: dict) -> None:
+    good["partitions"]["fl-label"]["alpha"] = 0
+    assert problems_of(good) == {"partitions.fl-label.alpha": "must be > 0, got 0"}
+
+
+def test_more_clients_than_samples(good: dict) -> None:
+    good["partitions"]["fl-iid"]["clients"] = 5000
+    problems = problems_of(good)
+    assert problems["partitions.fl-iid.clients"] == "5000 clients but digits has only 1347 training samples"
+
+
+def test_connectivity_outside_range(good: dict) -> None:
+    good["graphs"]["uniform-3"]["connectivity"] = 21
+    message = problems_of(good)["graphs.uniform-3.connectivity"]
+    assert "outside 2..N = 2..20" in message
+
+
+def test_impossible_regular_graph(good: dict) -> None:
+    good["partitions"]["decl-label"]["clients"] = 19
+    good["graphs"]["uniform-5"]["connectivity"] = 4  # degree 3 on 19 nodes: odd degree sum
+    message = problems_of(good)["graphs.uniform-5.connectivity"]
+    assert "no regular graph of degree 3 on 19 clients exists" in message
+
+
+def test_unknown_dataset_and_scheme(good: dict) -> None:
+    good["datasets"]["svhn"] = {}
+    good["partitions"]["fl-iid"]["scheme"] = "pathological"
+    problems = problems_of(good)
+    assert problems["datasets.svhn"] == "unknown dataset"
+    assert problems["partitions.fl-iid.scheme"] == "unknown value 'pathological'"
+
+
+def test_missing_dataset_folder(good: dict, tmp_path: Path) -> None:
+    good["datasets"]["mini_imagenet"] = {"root": str(tmp_path / "absent")}
+    assert "has no train/ folder" in problems_of(good)["datasets.mini_imagenet.root"]
+    (tmp_path / "absent" / "train").mkdir(parents=True)
+    assert "datasets.mini_imagenet.root" not in problems_of(good)
+
+
+def test_unknown_key_and_reference(good: dict) -> None:
+    good["partitions"]["fl-iid"]["alfa"] = 1
+    good["graphs"]["complete"]["partition"] = "nope"
+    problems = problems_of(good)
+    assert problems["partitions.fl-iid.alfa"] == "unknown key"
+    assert problems["graphs.complete.partition"] == "'nope' is not defined in 'partitions'"
+
+
+def test_every_problem_reported_at_once(good: dict) -> None:
+    bad = copy.deepcopy(good)
+    bad["partitions"]["fl-label"]["alpha"] = -1
+    bad["graphs"]["general-5"]["topology"] = "ring"
+    assert len(validate(bad, REPO)) == 2
+
+
+def test_cli_exit_status_and_message(good: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    good["partitions"]["fl-label"]["alpha"] = 0
+    bad_file = tmp_path / "bad.yaml"
+    bad_file.write_text(yaml.safe_dump(good))
+    assert main(["validate", str(bad_file)]) == 2
+    err = capsys.readouterr().err
+    assert "partitions.fl-label.alpha: must be > 0, got 0" in err
+    assert "hint:" in err
+    assert main(["validate", str(REPO / "params.yaml")]) == 0
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("partitions: [unclosed\n")
+    with pytest.raises(ParamsError, match="not valid YAML"):
+        load_params(broken)
+    with pytest.raises(ParamsError, match="no such params file"):
+        load_params(tmp_path / "missing.yaml")
+
+
+def test_dataset_facts_match_registry() -> None:
+    from dssl.data.datasets import DATASETS
+
+    assert set(DATASET_FACTS) == set(DATASETS)
+
+
+def test_feature_augment_keys(good: dict) -> None:
+    good["partitions"]["fl-feature"]["augment"] = {"brightness_max": 0.3, "hue": 0.1}
+    assert problems_of(good) == {"partitions.fl-feature.augment.hue": "unknown key"}

@@ -1,0 +1,28 @@
+"""Shared test fixtures."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
+    """A scratch DVC+git project with this repo's DAG, sources and the given params file."""
+    for item in ("dvc.yaml", "Snakefile", ".dvc", ".dvcignore", ".gitignore", "configs"):
+        src = REPO / item
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, target / item)
+    shutil.copytree(REPO / "src", target / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(REPO / params_file, target / "params.yaml")
+    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
+    return target
+
+
+@pytest.fixture
+def make_project(tmp_path: Path) -> Callable[[str], Path]:
+    return lambda params_file="params.yaml": copy_project(tmp_path, params_file)

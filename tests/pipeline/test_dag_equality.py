@@ -1,0 +1,42 @@
+"""dvc.yaml and the Snakefile declare the same stages: same names, commands, inputs and outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dssl.pipeline.dag import dvc_stages, snakemake_stages
+
+
+
+@pytest.mark.parametrize("params_file", ["params.yaml", "configs/ci.yaml"])
+def test_dvc_and_snakemake_declare_the_same_stages(make_project, params_file: str) -> None:
+    root = make_project(params_file)
+    dvc, params_deps = dvc_stages(root)
+    snake = snakemake_stages(root)
+    assert [s.name for s in dvc] == [s.name for s in snake]
+    assert dvc == snake
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    expected_count = sum(len(params[s]) for s in ("datasets", "partitions", "graphs"))
+    assert len(dvc) >= expected_count
+
+
+def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
+    root = make_project()
+    _, params_deps = dvc_stages(root)
+    section = {"prepare": "datasets", "partition": "partitions", "graph": "graphs"}
+    for stage, keys in params_deps.items():
+        kind, entry = stage.split("@")
+        if kind in section:
+            assert keys == [f"{section[kind]}.{entry}"], stage
+
+
+def test_a_drift_is_detected(make_project) -> None:
+    root = make_project()
+    snakefile = root / "Snakefile"
+    snakefile.write_text(snakefile.read_text().replace('"dssl graph {wildcards.graph} --params "',
+                                                      '"dssl graph {wildcards.graph} --quiet --params "'))
+    dvc, _ = dvc_stages(root)
+    assert dvc != snakemake_stages(root)

@@ -1,0 +1,102 @@
+"""Graphs: seeded, connected, hitting the target |A| (self included); impossible requests fail."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dssl.topology.graphs import GraphError, algebraic_connectivity, create_graph, load_graph, save_graph, spectral_gap
+from dssl.topology.mixing import mixing_matrix
+
+
+@pytest.mark.parametrize("connectivity", [3, 5, 10])
+def test_uniform_graph_is_regular_and_connected(connectivity: int) -> None:
+    graph = create_graph({"topology": "uniform", "connectivity": connectivity}, 20, seed=0)
+    sizes = graph.closed_neighbourhood_sizes()
+    assert (sizes == connectivity).all()
+    assert algebraic_connectivity(graph.adjacency) > 1e-9  # connected
+    assert not graph.adjacency.diagonal().any()
+    assert (graph.adjacency == graph.adjacency.T).all()
+
+
+@pytest.mark.parametrize("connectivity", [3, 5, 10, 4.3])
+def test_general_graph_hits_target_within_one_over_n(connectivity: float) -> None:
+    graph = create_graph({"topology": "general", "connectivity": connectivity}, 20, seed=1)
+    sizes = graph.closed_neighbourhood_sizes()
+    assert abs(sizes.mean() - connectivity) <= 1 / 20 + 1e-12
+    assert algebraic_connectivity(graph.adjacency) > 1e-9
+
+
+def test_general_graph_degrees_vary() -> None:
+    graph = create_graph({"topology": "general", "connectivity": 5}, 20, seed=0)
+    assert graph.closed_neighbourhood_sizes().std() > 0
+
+
+def test_complete_graph() -> None:
+    graph = create_graph({"topology": "complete"}, 7, seed=0)
+    assert (graph.closed_neighbourhood_sizes() == 7).all()
+
+
+def test_same_seed_same_graph_other_seed_differs() -> None:
+    spec = {"topology": "general", "connectivity": 5}
+    a, b, c = (create_graph(spec, 20, s) for s in (3, 3, 4))
+    assert (a.adjacency == b.adjacency).all()
+    assert (a.adjacency != c.adjacency).any()
+
+
+@pytest.mark.parametrize(
+    "spec, clients, message",
+    [
+        ({"topology": "uniform", "connectivity": 21}, 20, "outside 2..N"),
+        ({"topology": "uniform", "connectivity": 4}, 19, "no regular graph of degree 3 on 19"),
+        ({"topology": "uniform", "connectivity": 2}, 10, "perfect matching"),
+        ({"topology": "general", "connectivity": 2.5}, 20, "needs connectivity >= 2.90"),
+        ({"topology": "uniform", "connectivity": 3.5}, 20, "integer connectivity"),
+    ],
+)
+def test_impossible_requests(spec: dict, clients: int, message: str) -> None:
+    with pytest.raises(GraphError, match=message):
+        create_graph(spec, clients, seed=0)
+
+
+def test_mixing_rules_on_a_path_graph() -> None:
+    # path 0 - 1 - 2: degrees 1, 2, 1
+    adjacency = np.array([[0, 1, 0], [1, 0, 1], [0, 1, 0]], dtype=bool)
+    uniform = mixing_matrix(adjacency, "uniform")
+    np.testing.assert_allclose(uniform, [[1 / 2, 1 / 2, 0], [1 / 3, 1 / 3, 1 / 3], [0, 1 / 2, 1 / 2]])
+    mh = mixing_matrix(adjacency, "metropolis_hastings")
+    np.testing.assert_allclose(mh, [[2 / 3, 1 / 3, 0], [1 / 3, 1 / 3, 1 / 3], [0, 1 / 3, 2 / 3]])
+    sized = mixing_matrix(adjacency, "data_size", np.array([10, 30, 60]))
+    np.testing.assert_allclose(sized, [[10 / 40, 30 / 40, 0], [0.1, 0.3, 0.6], [0, 1 / 3, 2 / 3]])
+    degree = mixing_matrix(adjacency, "degree_normalised")
+    np.testing.assert_allclose(degree[0], [0.6, 0.4, 0])  # (1/2, 1/3) normalised
+
+
+@pytest.mark.parametrize("rule", ["uniform", "data_size", "degree_normalised", "metropolis_hastings"])
+def test_mixing_is_row_stochastic_on_the_graph(rule: str) -> None:
+    graph = create_graph({"topology": "general", "connectivity": 5}, 20, seed=0)
+    matrix = mixing_matrix(graph.adjacency, rule, np.arange(1, 21))
+    np.testing.assert_allclose(matrix.sum(axis=1), 1.0)
+    off_graph = ~(graph.adjacency | np.eye(20, dtype=bool))
+    assert (matrix[off_graph] == 0).all()
+    assert 0 < spectral_gap(matrix) <= 1
+
+
+def test_metropolis_hastings_is_doubly_stochastic() -> None:
+    graph = create_graph({"topology": "general", "connectivity": 4}, 20, seed=2)
+    matrix = mixing_matrix(graph.adjacency, "metropolis_hastings")
+    np.testing.assert_allclose(matrix, matrix.T)
+    np.testing.assert_allclose(matrix.sum(axis=0), 1.0)
+
+
+def test_save_and_load_round_trip(tmp_path) -> None:
+    graph = create_graph({"topology": "uniform", "connectivity": 5}, 20, seed=0)
+    mixings = {"uniform": mixing_matrix(graph.adjacency, "uniform")}
+    stats = save_graph(graph, mixings, tmp_path / "g.json")
+    loaded, loaded_mix = load_graph(tmp_path / "g.json")
+    assert (loaded.adjacency == graph.adjacency).all()
+    np.testing.assert_allclose(loaded_mix["uniform"], mixings["uniform"])
+    assert stats["connectivity_mean"] == 5.0
+    first = (tmp_path / "g.json").read_bytes()
+    save_graph(graph, mixings, tmp_path / "g.json")
+    assert (tmp_path / "g.json").read_bytes() == first

@@ -1,0 +1,60 @@
+"""The MLflow store: one SQLite file, safe under parallel stage processes, with lineage tags."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dssl.tracking import stage_runs
+from dssl.tracking.lineage import content_hash, params_hash
+
+WRITER = """
+import sys
+from pathlib import Path
+from dssl.tracking import StageRecord, log_stage
+root = Path(sys.argv[1]); i = int(sys.argv[2])
+log_stage(StageRecord(f"partition@job-{i}", {"partitions": {f"job-{i}": {"clients": i}}},
+                      metrics={"value": float(i)}, inputs=[Path("in.txt")]), "concurrency", root)
+"""
+
+
+@pytest.mark.slow
+def test_parallel_writers_on_a_fresh_store(tmp_path: Path) -> None:
+    """8 stage processes start at once on a store nobody created: the file lock serialises creation."""
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / "in.txt").write_text("input\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DSSL_ENGINE", "DVC_STAGE", "DVC_ROOT")}
+    jobs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), str(i)], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(8)
+    ]
+    results = [(job.wait(timeout=300), job.stderr.read()) for job in jobs]
+    assert all(code == 0 for code, _ in results), [err for code, err in results if code]
+
+    runs = stage_runs(tmp_path, "concurrency")
+    assert sorted(runs["tags.stage"]) == sorted(f"partition@job-{i}" for i in range(8))
+    assert set(runs["metrics.value"]) == {float(i) for i in range(8)}
+    row = runs[runs["tags.stage"] == "partition@job-3"].iloc[0]
+    assert row["params.partitions.job-3.clients"] == "3"
+    assert row["tags.params_hash"] == params_hash({"partitions": {"job-3": {"clients": 3}}})
+    assert row["tags.input.in.txt"] == content_hash(tmp_path / "in.txt")
+    assert row["tags.engine"] == "manual"
+    assert {"tags.git_commit", "tags.git_dirty"} <= set(runs.columns)
+
+
+def test_params_hash_is_canonical() -> None:
+    assert params_hash({"a": 1, "b": {"c": 2}}) == params_hash({"b": {"c": 2}, "a": 1})
+    assert params_hash({"a": 1}) != params_hash({"a": 2})
+
+
+def test_content_hash_of_folder_depends_on_names_and_bytes(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x").write_text("1")
+    first = content_hash(tmp_path / "d")
+    (tmp_path / "d" / "x").write_text("2")
+    assert content_hash(tmp_path / "d") != first
