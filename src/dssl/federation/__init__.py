@@ -1,0 +1,35 @@
+"""Federated (FL) and decentralized (DecL) training simulators with pluggable strategies."""
+
+from dssl.federation.checkpoint import CheckpointMismatchError
+from dssl.federation.local import ClientData, OptimizerConfig, clients_from_partition
+from dssl.federation.simulator import (
+    DecLConfig,
+    DecLSimulator,
+    FLConfig,
+    FLSimulator,
+    RunResult,
+    make_schedule,
+)
+from dssl.federation.state import StackedStates, weighted_average
+from dssl.federation.strategy import STRATEGIES, ClientContext, Strategy, Upload, create_strategy, register_strategy
+
+__all__ = [
+    "CheckpointMismatchError",
+    "ClientContext",
+    "ClientData",
+    "DecLConfig",
+    "DecLSimulator",
+    "FLConfig",
+    "FLSimulator",
+    "OptimizerConfig",
+    "RunResult",
+    "STRATEGIES",
+    "StackedStates",
+    "Strategy",
+    "Upload",
+    "clients_from_partition",
+    "create_strategy",
+    "make_schedule",
+    "register_strategy",
+    "weighted_average",
+]

@@ -1,0 +1,201 @@
+"""Local training of one client: E epochs over its samples with seeded shuffling and augmentation.
+
+Optimizer state is fresh for every local training call (every client, every round): momentum and
+Adam moments never travel between rounds or clients, and only model tensors are exchanged. Both
+papers' released code does the same: paper A's builds a new optimizer inside each client's training
+call, paper B's (EasyFL FedSSL) in every round's ``pretrain_setup``. One optimizer object is built per
+simulator and its state is cleared before each client instead: equivalent to a new one, and cheaper.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+LR_REFERENCE_BATCH = 256  # paper A: lr = base_lr * batch_size / 256
+
+
+class ImageSource(Protocol):
+    """What local training needs from ``dssl.data``'s ImageSet."""
+
+    def __len__(self) -> int: ...
+
+    def get_batch(self, indices: np.ndarray) -> torch.Tensor: ...
+
+
+Augment = Callable[[torch.Tensor, torch.Generator], torch.Tensor]
+LossFn = Callable[[torch.Tensor], Mapping[str, torch.Tensor]]
+
+
+@dataclass
+class ClientData:
+    """One client's view of the shared image set: its sample indices and its feature-skew augmentation.
+
+    ``augment`` is paper A's per-client augmentation for feature non-IID (``dssl.data``'s
+    ClientAugmentation), applied to the float batch before the SSL method draws its own views.
+    """
+
+    images: ImageSource
+    indices: np.ndarray
+    augment: Augment | None = None
+
+    @property
+    def num_samples(self) -> int:
+        return int(len(self.indices))
+
+
+def clients_from_partition(images: ImageSource, partition: Any) -> list[ClientData]:
+    """One ``ClientData`` per client of a ``dssl.data`` Partition (feature skew included)."""
+    augments = partition.client_augment or [None] * partition.num_clients
+    if augments[0] is not None:
+        from dssl.data.augment import ClientAugmentation
+
+        augments = [ClientAugmentation(params) for params in augments]
+    return [ClientData(images, np.asarray(indices, dtype=np.int64), augment)
+            for indices, augment in zip(partition.client_indices, augments)]
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Local optimizer. ``lr = base_lr * batch_size / 256`` (paper A, appendix A.2).
+
+    Paper A: AdamW betas (0.9, 0.95), wd 0.05 for ViT/MAE (the code exempts biases and norm weights
+    from decay, ``exclude_norm_bias_from_decay=True``); SGD momentum 0.9, wd 1e-4 for CNNs (decay on
+    every parameter). Paper B: SGD lr 0.032 at batch 128 (base_lr 0.064), wd 5e-4, cosine over rounds.
+    """
+
+    name: str = "sgd"
+    base_lr: float = 0.05
+    momentum: float = 0.9
+    betas: tuple[float, float] = (0.9, 0.95)
+    weight_decay: float = 1e-4
+    exclude_norm_bias_from_decay: bool = False
+    schedule: str = "constant"  # constant | cosine (over rounds)
+
+    def lr(self, batch_size: int) -> float:
+        return self.base_lr * batch_size / LR_REFERENCE_BATCH
+
+
+OPTIMIZERS = ("sgd", "adamw")
+SCHEDULES = ("constant", "cosine")
+
+
+def build_optimizer(model: nn.Module, config: OptimizerConfig, lr: float) -> torch.optim.Optimizer:
+    """The optimizer over the model's trainable parameters (frozen ones, e.g. EMA targets, excluded)."""
+    if config.name not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {config.name!r}; known: {', '.join(OPTIMIZERS)}")
+    if config.schedule not in SCHEDULES:
+        raise ValueError(f"unknown lr schedule {config.schedule!r}; known: {', '.join(SCHEDULES)}")
+    groups = _param_groups(model, config)
+    if config.name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum)
+    return torch.optim.AdamW(groups, lr=lr, betas=tuple(config.betas))
+
+
+def _param_groups(model: nn.Module, config: OptimizerConfig) -> list[dict]:
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        # timm's add_weight_decay rule, as in MAE and paper A's code: 1-D tensors and biases.
+        exempt = config.exclude_norm_bias_from_decay and (param.ndim <= 1 or name.endswith(".bias"))
+        (no_decay if exempt else decay).append(param)
+    groups = [{"params": decay, "weight_decay": config.weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
+
+
+def round_lr(config: OptimizerConfig, batch_size: int, round_index: int, num_rounds: int) -> float:
+    """The local learning rate of a round: constant (paper A's code) or cosine over rounds (paper B)."""
+    lr = config.lr(batch_size)
+    if config.schedule == "cosine":
+        lr *= 0.5 * (1.0 + math.cos(math.pi * round_index / num_rounds))
+    return lr
+
+
+def reset_optimizer(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Fresh optimizer state (as a newly built optimizer) at learning rate ``lr``."""
+    optimizer.state.clear()
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def batch_bounds(num_samples: int, batch_size: int, drop_last: bool) -> list[tuple[int, int]]:
+    """[start, end) of each batch of one epoch.
+
+    ``drop_last`` drops the trailing partial batch like the reference code's DataLoader, except that
+    a client smaller than one batch still trains on one batch of all its samples (a DataLoader would
+    skip it). A trailing batch of a single sample is always dropped: batch norm cannot train on it.
+    """
+    full = num_samples // batch_size
+    bounds = [(i * batch_size, (i + 1) * batch_size) for i in range(full)]
+    rest = num_samples - full * batch_size
+    if rest > 1 and (not drop_last or full == 0):
+        bounds.append((full * batch_size, num_samples))
+    return bounds
+
+
+@dataclass
+class LocalResult:
+    """What one client's local training produced (losses are means over its steps)."""
+
+    steps: int
+    images: int
+    losses: dict[str, float]
+
+
+def train_client(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    data: ClientData,
+    loss_fn: LossFn,
+    *,
+    epochs: int,
+    batch_size: int,
+    drop_last: bool,
+    shuffle_generator: torch.Generator,
+    augment_generator: torch.Generator,
+    device: torch.device,
+) -> LocalResult:
+    """E local epochs of SGD-type steps on ``loss_fn`` (FedAvg's ClientUpdate; paper A Alg. 1, line 5).
+
+    ``model`` is an SSL method (``dssl.methods``): its ``after_optimizer_step`` runs after every step
+    (EMA targets). Loss values are summed on the device and read once at the end: no host sync per batch.
+    """
+    model.train()
+    bounds = batch_bounds(data.num_samples, batch_size, drop_last)
+    sums: dict[str, torch.Tensor] = {}
+    steps = images = 0
+    for _ in range(epochs):
+        order = data.indices[torch.randperm(data.num_samples, generator=shuffle_generator).numpy()]
+        for start, end in bounds:
+            batch = _load_batch(data, order[start:end], augment_generator, device)
+            out = loss_fn(batch)
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].backward()
+            optimizer.step()
+            model.after_optimizer_step()
+            _accumulate(sums, out)
+            steps += 1
+            images += end - start
+    losses = {key: float(total) / steps for key, total in sums.items()} if steps else {}
+    return LocalResult(steps=steps, images=images, losses=losses)
+
+
+def _load_batch(data: ClientData, indices: np.ndarray, generator: torch.Generator,
+                device: torch.device) -> torch.Tensor:
+    batch = data.images.get_batch(indices).to(device, non_blocking=True).float().div_(255.0)
+    return data.augment(batch, generator) if data.augment is not None else batch
+
+
+def _accumulate(sums: dict[str, torch.Tensor], out: Mapping[str, torch.Tensor]) -> None:
+    for key, value in out.items():
+        if isinstance(value, torch.Tensor) and value.ndim == 0:
+            value = value.detach()
+            sums[key] = sums[key] + value if key in sums else value.clone()

@@ -1,0 +1,67 @@
+"""Seeds and determinism for the simulators.
+
+Every random stream of a run is derived from the run seed and a key, never carried over from one
+round to the next: the shuffling, augmentation and view/mask generators of client ``c`` in round ``r``,
+and the global torch RNG reseeded before that client trains (dropout and the like), depend only on
+``(seed, r, c)``. A resumed run therefore replays exactly the streams an uninterrupted run would have
+drawn, and a checkpoint needs no generator state beyond the client schedule.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import IntEnum
+
+import numpy as np
+import torch
+
+
+class Stream(IntEnum):
+    """Independent random streams of a run (the last component of a derived seed's key)."""
+
+    SCHEDULE = 0
+    SHUFFLE = 1
+    AUGMENT = 2
+    MODEL = 3
+    GLOBAL = 4
+
+
+def derive_seed(seed: int, *keys: int) -> int:
+    """A 63-bit seed for the stream named by ``keys``, statistically independent of other keys."""
+    sequence = np.random.SeedSequence(entropy=int(seed), spawn_key=tuple(int(k) for k in keys))
+    return int(sequence.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def torch_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    return generator
+
+
+def configure_determinism(enabled: bool = True) -> None:
+    """Ask torch for deterministic kernels (process-wide).
+
+    ``warn_only`` keeps runs alive on GPU kernels without a deterministic variant (torch warns
+    instead); on CPU every op the simulators use is deterministic for a fixed thread count.
+    """
+    if enabled:
+        # cuBLAS needs this before its first use to be deterministic (a no-op on CPU).
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(enabled, warn_only=True)
+    torch.backends.cudnn.benchmark = not enabled
+    torch.backends.cudnn.deterministic = enabled
+
+
+def global_rng_state() -> dict:
+    """The global torch RNG states (CPU and every CUDA device), for checkpoints."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_global_rng_state(state: dict) -> None:
+    # RNG states must be CPU byte tensors, whatever device a checkpoint was loaded to.
+    torch.set_rng_state(state["cpu"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])

@@ -1,0 +1,442 @@
+"""FL and DecL simulators: rounds of local training and aggregation on one worker model.
+
+One model instance (the SSL method) trains every client in turn: a client's starting state is copied
+into it in place, trained, and its shared tensors are cloned for aggregation. No per-client model
+copies, no per-round optimizer construction (see ``local``), one host sync per client.
+
+- ``FLSimulator``: paper A's Algorithm 1 / FedAvg. Each round K of N clients, drawn uniformly without
+  replacement (the whole schedule is drawn up front from the seed), train E epochs from the global
+  model; the server aggregates their uploads.
+- ``DecLSimulator``: paper A's Algorithm 2. Each round every client trains E epochs from its own model,
+  then all clients average with their neighbours at once, X <- W X with the row-stochastic mixing
+  matrix W (``dssl.topology.mixing``); paper A's code also trains first, then mixes. The final model
+  is the average of all clients (``Strategy.aggregation_weights``).
+
+Both write a checkpoint after each completed round (``checkpoint``) and resume from it, so a killed
+run continues to the same final weights, bit for bit, as an uninterrupted one (same hardware).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from dssl.federation.checkpoint import CheckpointMismatchError, fingerprint, load_checkpoint, save_checkpoint
+from dssl.federation.local import (
+    ClientData,
+    LocalResult,
+    OptimizerConfig,
+    build_optimizer,
+    reset_optimizer,
+    round_lr,
+    train_client,
+)
+from dssl.federation.reproducibility import (
+    Stream,
+    configure_determinism,
+    derive_seed,
+    global_rng_state,
+    set_global_rng_state,
+    torch_generator,
+)
+from dssl.federation.state import StackedStates, StateDict, load_state_, snapshot, state_digest
+from dssl.federation.strategy import LOCAL_MODEL, ClientContext, Strategy, Upload
+
+logger = logging.getLogger(__name__)
+
+ON_MISMATCH = ("error", "restart")
+RoundCallback = Callable[[dict], None]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings shared by FL and DecL (paper A, appendix A.2 for the paper-scale values)."""
+
+    rounds: int
+    local_epochs: int = 1
+    batch_size: int = 32
+    seed: int = 0
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    drop_last: bool = True
+    deterministic: bool = True
+    checkpoint_every: int = 1  # rounds between checkpoints; the last round is always saved
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        """Build from a params mapping; ``optimizer`` may be a nested mapping."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise TypeError(f"unknown {cls.__name__} keys {sorted(unknown)}; known: {sorted(known)}")
+        values = dict(values)
+        if isinstance(values.get("optimizer"), Mapping):
+            optimizer = dict(values["optimizer"])
+            if "betas" in optimizer:
+                optimizer["betas"] = tuple(optimizer["betas"])
+            values["optimizer"] = OptimizerConfig(**optimizer)
+        return cls(**values)
+
+    def validate(self) -> None:
+        for name in ("rounds", "local_epochs", "batch_size", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class FLConfig(TrainConfig):
+    clients_per_round: int = 5
+
+
+@dataclass(frozen=True)
+class DecLConfig(TrainConfig):
+    pass
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run. ``final_state`` is the model to evaluate (FL: global model 0; DecL: the
+    average of all clients); ``metrics`` holds one record per round (see ``Simulator.run``)."""
+
+    final_state: StateDict
+    global_states: list[StateDict]
+    metrics: list[dict]
+    schedule: list[list[int]]
+    resumed_rounds: int
+    fingerprint: str
+
+
+def make_schedule(num_clients: int, per_round: int, rounds: int, seed: int) -> list[list[int]]:
+    """Clients of each round, uniformly without replacement within a round (sorted for reading)."""
+    if not 1 <= per_round <= num_clients:
+        raise ValueError(f"clients_per_round must be in 1..{num_clients}, got {per_round}")
+    rng = np.random.default_rng(derive_seed(seed, Stream.SCHEDULE))
+    return [sorted(int(c) for c in rng.choice(num_clients, per_round, replace=False)) for _ in range(rounds)]
+
+
+def progress_enabled() -> bool:
+    """Progress bars only for a person watching: not under CI, not when stderr is redirected."""
+    return not os.environ.get("CI") and sys.stderr.isatty()
+
+
+class Simulator:
+    """Shared machinery: per-client training, round loop, metrics, checkpoints.
+
+    ``method``: the SSL method (``dssl.methods``), already on the training device; it is trained in
+    place. ``clients``: one ``ClientData`` each (``clients_from_partition``). ``checkpoint_dir``: where
+    to checkpoint and resume (None: no checkpoints). ``run_config``: whatever else identifies the run
+    (dataset, partition and graph hashes, method hyper-parameters); it enters the fingerprint a
+    checkpoint must match. ``on_mismatch``: ``error`` refuses a foreign checkpoint, ``restart``
+    trains from scratch and overwrites it.
+    """
+
+    kind = "base"
+
+    def __init__(
+        self,
+        method: nn.Module,
+        clients: Sequence[ClientData],
+        strategy: Strategy,
+        config: TrainConfig,
+        *,
+        checkpoint_dir: Path | str | None = None,
+        run_config: Mapping[str, Any] | None = None,
+        on_mismatch: str = "error",
+    ):
+        config.validate()
+        if on_mismatch not in ON_MISMATCH:
+            raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, got {on_mismatch!r}")
+        if not clients:
+            raise ValueError("no clients")
+        self.method = method
+        self.clients = list(clients)
+        self.strategy = strategy
+        self.config = config
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.on_mismatch = on_mismatch
+        self.device = next(method.parameters()).device
+        strategy.setup(method)
+        self.initial_state = snapshot(method)
+        self.optimizer = build_optimizer(method, config.optimizer, config.optimizer.lr(config.batch_size))
+        self.local_states: list[dict] = [{} for _ in self.clients]
+        self.schedule = self._make_schedule()
+        self.metrics: list[dict] = []
+        self.completed_rounds = 0
+        self._train_time = 0.0
+        self.fingerprint = fingerprint(self._fingerprint_items(run_config or {}))
+
+    # -- subclass hooks ---------------------------------------------------------------------------
+
+    def _make_schedule(self) -> list[list[int]]:
+        raise NotImplementedError
+
+    def _run_round(self, round_index: int) -> tuple[list[LocalResult], dict]:
+        raise NotImplementedError
+
+    def _model_payload(self) -> dict:
+        raise NotImplementedError
+
+    def _restore_models(self, payload: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _result_states(self) -> tuple[StateDict, list[StateDict]]:
+        raise NotImplementedError
+
+    # -- the run ----------------------------------------------------------------------------------
+
+    def run(self, on_round_end: RoundCallback | None = None) -> RunResult:
+        """Run (or resume) to ``config.rounds`` and return the final model and per-round metrics.
+
+        Each metrics record: ``round`` (1-based), ``loss`` and any other scalar the loss dict returns
+        (means over the round's clients of their per-step means), ``clients``, ``steps``, ``images``,
+        ``train_time_s`` (local training), ``wall_time_s`` (the whole round before the checkpoint),
+        ``images_per_s`` (images / wall time), ``checkpoint_s``, and extras of the simulator kind.
+        ``on_round_end`` is called with each record after its checkpoint is written.
+        """
+        configure_determinism(self.config.deterministic)
+        resumed = self._resume()
+        total = self.config.rounds
+        logger.info("%s run %s: rounds %d-%d of %d; client schedule %s", self.kind, self.fingerprint[:12],
+                    resumed + 1, total, total, self.schedule)
+        with tqdm(total=total, initial=self.completed_rounds, desc=f"{self.kind} rounds", unit="round",
+                  disable=not progress_enabled(), file=sys.stderr) as bar:
+            for round_index in range(self.completed_rounds, total):
+                record = self._timed_round(round_index)
+                self.completed_rounds = round_index + 1
+                self.metrics.append(record)
+                record["checkpoint_s"] = self._maybe_checkpoint()
+                if on_round_end is not None:
+                    on_round_end(record)
+                bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}")
+                bar.update(1)
+        final_state, global_states = self._result_states()
+        return RunResult(final_state, global_states, list(self.metrics), self.schedule, resumed, self.fingerprint)
+
+    def _timed_round(self, round_index: int) -> dict:
+        self._train_time = 0.0
+        start = time.perf_counter()
+        results, extras = self._run_round(round_index)
+        wall = time.perf_counter() - start
+        trained = [r for r in results if r.steps]
+        record: dict[str, Any] = {"round": round_index + 1}
+        for key in sorted({k for r in trained for k in r.losses}):
+            values = [r.losses[key] for r in trained if key in r.losses]
+            record[key] = float(np.mean(values))
+        images = sum(r.images for r in results)
+        record.update(clients=len(results), steps=sum(r.steps for r in results), images=images,
+                      train_time_s=self._train_time, wall_time_s=wall, images_per_s=images / wall, **extras)
+        return record
+
+    def _train_client(self, client_id: int, round_index: int, participation: int,
+                      global_states: Sequence[Mapping[str, torch.Tensor]]) -> tuple[Upload, LocalResult]:
+        """One client's round: start state from the strategy, seeded local training, upload."""
+        seed, data = self.config.seed, self.clients[client_id]
+        generator = torch_generator(derive_seed(seed, round_index, client_id, Stream.MODEL), self.device)
+        ctx = ClientContext(client_id, round_index, self.config.rounds, participation, data, self.device, generator)
+        local_state = self.local_states[client_id]
+        ctx.model_index = self.strategy.select_global(client_id, global_states, local_state, ctx)
+        start = self.strategy.client_update_start(client_id, global_states[ctx.model_index], local_state, ctx)
+        load_state_(self.method, start)
+        reset_optimizer(self.optimizer, round_lr(self.config.optimizer, self.config.batch_size,
+                                                 round_index, self.config.rounds))
+        # Randomness outside the method's generator (dropout, drop-path) draws from the global RNG.
+        torch.manual_seed(derive_seed(seed, round_index, client_id, Stream.GLOBAL))
+        began = time.perf_counter()
+        result = train_client(
+            self.method, self.optimizer, data,
+            lambda images: self.strategy.client_loss(self.method, images, ctx),
+            epochs=self.config.local_epochs, batch_size=self.config.batch_size, drop_last=self.config.drop_last,
+            shuffle_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.SHUFFLE)),
+            augment_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.AUGMENT),
+                                              self.device),
+            device=self.device,
+        )
+        self._train_time += time.perf_counter() - began
+        return self.strategy.client_upload(client_id, self.method, local_state, ctx), result
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def _fingerprint_items(self, run_config: Mapping[str, Any]) -> dict:
+        clients = hashlib.sha256()
+        for data in self.clients:
+            clients.update(np.asarray(data.indices, dtype=np.int64).tobytes())
+            settings = sorted(getattr(data.augment, "__dict__", {}).items())
+            clients.update(f"{type(data.augment).__name__}{settings};".encode())
+        config = dataclasses.asdict(self.config)
+        config.pop("checkpoint_every")  # how often to save does not change the result
+        return {
+            "kind": self.kind,
+            "config": config,
+            "strategy": {"name": self.strategy.name, "hparams": self.strategy.hparams},
+            "method": f"{type(self.method).__module__}.{type(self.method).__qualname__}",
+            "initial_state": state_digest(self.initial_state),
+            "clients": clients.hexdigest(),
+            "run": dict(run_config),
+        }
+
+    def _resume(self) -> int:
+        """Load the checkpoint of this configuration if there is one; return the rounds it holds."""
+        if self.checkpoint_dir is None:
+            return 0
+        try:
+            payload = load_checkpoint(self.checkpoint_dir, self.fingerprint, self.device)
+        except CheckpointMismatchError:
+            if self.on_mismatch == "restart":
+                return 0  # overwritten by this run's first checkpoint
+            raise
+        if payload is None:
+            return 0
+        if payload["schedule"] != self.schedule:
+            raise CheckpointMismatchError(f"{self.checkpoint_dir}: stored client schedule differs from this run's")
+        self._restore_models(payload)
+        self.local_states = payload["local_states"]
+        self.strategy.load_state_dict(payload["strategy"])
+        self.metrics = payload["metrics"]
+        self.completed_rounds = payload["completed_rounds"]
+        set_global_rng_state(payload["rng"])
+        return self.completed_rounds
+
+    def _maybe_checkpoint(self) -> float:
+        every, done = self.config.checkpoint_every, self.completed_rounds
+        if self.checkpoint_dir is None or (done % every and done != self.config.rounds):
+            return 0.0
+        start = time.perf_counter()
+        save_checkpoint(self.checkpoint_dir, {
+            "fingerprint": self.fingerprint,
+            "completed_rounds": done,
+            "schedule": self.schedule,
+            "local_states": self.local_states,
+            "strategy": self.strategy.state_dict(),
+            "rng": global_rng_state(),
+            "metrics": self.metrics,
+            **self._model_payload(),
+        })
+        return time.perf_counter() - start
+
+
+class FLSimulator(Simulator):
+    """Federated learning with a server (paper A, Algorithm 1; McMahan et al.'s FedAvg loop).
+
+    ``FLSimulator(method, clients, strategy, FLConfig(...), checkpoint_dir=..., run_config=...).run()``
+    """
+
+    kind = "fl"
+    config: FLConfig
+
+    def __init__(self, method: nn.Module, clients: Sequence[ClientData], strategy: Strategy,
+                 config: FLConfig, **kwargs: Any):
+        if not isinstance(config, FLConfig):
+            raise TypeError(f"FLSimulator needs an FLConfig, got {type(config).__name__}")
+        super().__init__(method, clients, strategy, config, **kwargs)
+        self.global_states = strategy.initial_global_states(snapshot(method))
+
+    def _make_schedule(self) -> list[list[int]]:
+        config = self.config
+        return make_schedule(len(self.clients), config.clients_per_round, config.rounds, config.seed)
+
+    def _run_round(self, round_index: int) -> tuple[list[LocalResult], dict]:
+        uploads, results = [], []
+        for client_id in self.schedule[round_index]:
+            participation = sum(client_id in chosen for chosen in self.schedule[:round_index])
+            upload, result = self._train_client(client_id, round_index, participation, self.global_states)
+            uploads.append(upload)
+            results.append(result)
+        self.global_states = self.strategy.server_step(self._aggregate(uploads), uploads, round_index)
+        return results, {}
+
+    def _aggregate(self, uploads: list[Upload]) -> list[StateDict]:
+        """Aggregate each global model over the uploads that started from it (FedAvg by default)."""
+        merged = list(self.global_states)
+        for index in sorted({u.model_index for u in uploads}):
+            group = [u for u in uploads if u.model_index == index]
+            weights = self.strategy.aggregation_weights([u.num_samples for u in group])
+            previous = self.global_states[index]
+            merged[index] = {**previous, **self.strategy.aggregate(group, weights, previous)}
+        return merged
+
+    def _model_payload(self) -> dict:
+        return {"global_states": self.global_states}
+
+    def _restore_models(self, payload: Mapping[str, Any]) -> None:
+        self.global_states = payload["global_states"]
+
+    def _result_states(self) -> tuple[StateDict, list[StateDict]]:
+        return self.global_states[0], self.global_states
+
+
+class DecLSimulator(Simulator):
+    """Decentralized learning on a fixed graph (paper A, Algorithm 2).
+
+    ``DecLSimulator(method, clients, strategy, mixing, DecLConfig(...), checkpoint_dir=...).run()``;
+    ``mixing`` is the N x N row-stochastic matrix of ``dssl.topology.mixing.mixing_matrix``.
+    Each round's record adds ``consensus_distance``: mean_i ||x_i - x_bar||^2 after mixing.
+    """
+
+    kind = "decl"
+    config: DecLConfig
+
+    def __init__(self, method: nn.Module, clients: Sequence[ClientData], strategy: Strategy,
+                 mixing: np.ndarray, config: DecLConfig, **kwargs: Any):
+        self.mixing_np = _check_mixing(mixing, len(clients))
+        super().__init__(method, clients, strategy, config, **kwargs)
+        self.mixing = torch.as_tensor(self.mixing_np, device=self.device)
+        self.local_template = {k: self.initial_state[k] for k in strategy.local_keys}
+        self.states = StackedStates({k: self.initial_state[k] for k in strategy.shared_keys}, len(clients))
+
+    def _fingerprint_items(self, run_config: Mapping[str, Any]) -> dict:
+        items = super()._fingerprint_items(run_config)
+        items["mixing"] = hashlib.sha256(self.mixing_np.tobytes()).hexdigest()
+        return items
+
+    def _make_schedule(self) -> list[list[int]]:
+        return [list(range(len(self.clients)))] * self.config.rounds
+
+    def _run_round(self, round_index: int) -> tuple[list[LocalResult], dict]:
+        uploads, results = [], []
+        for client_id in range(len(self.clients)):
+            own = [{**self.local_template, **self.states.row(client_id)}]
+            upload, result = self._train_client(client_id, round_index, round_index, own)
+            self.states.write_row(client_id, upload.state)
+            upload.state = self.states.row(client_id)  # drop the clone; the row holds the weights
+            uploads.append(upload)
+            results.append(result)
+        self.strategy.gossip(self.states, self.mixing, uploads, round_index)
+        return results, {"consensus_distance": self.states.consensus_distance()}
+
+    def client_state(self, client_id: int) -> StateDict:
+        """Client ``client_id``'s current model (views into the stacked states for float tensors)."""
+        kept = self.local_states[client_id].get(LOCAL_MODEL, {})
+        return {**self.local_template, **self.states.row(client_id), **kept}
+
+    def _model_payload(self) -> dict:
+        return {"client_states": self.states.tensors()}
+
+    def _restore_models(self, payload: Mapping[str, Any]) -> None:
+        self.states.load_tensors(payload["client_states"])
+
+    def _result_states(self) -> tuple[StateDict, list[StateDict]]:
+        weights = self.strategy.aggregation_weights([c.num_samples for c in self.clients])
+        final = {**self.local_template, **self.states.average(weights)}
+        return final, [final]
+
+
+def _check_mixing(mixing: np.ndarray, num_clients: int) -> np.ndarray:
+    matrix = np.asarray(mixing, dtype=np.float64)
+    if matrix.shape != (num_clients, num_clients):
+        raise ValueError(f"mixing matrix must be {num_clients} x {num_clients}, got {matrix.shape}")
+    if not np.isfinite(matrix).all() or (matrix < 0).any():
+        raise ValueError("mixing matrix must be finite and non-negative")
+    if not np.allclose(matrix.sum(axis=1), 1.0, atol=1e-9):
+        raise ValueError(f"mixing matrix must be row-stochastic, row sums {matrix.sum(axis=1).tolist()}")
+    return np.ascontiguousarray(matrix)

@@ -1,0 +1,201 @@
+"""Strategies: what a federated / decentralized SSL method changes in the FedAvg round.
+
+The simulators run the round; a strategy answers its questions through hooks, so each method of the
+papers is one module (``fedavg.py`` now; FedMAR, FedEMA, FedU, Orchestra, L-DAWA, FeatARC later):
+
+=====================  =====================================================================
+hook                   question (default = FedAvg / paper A's FL and DecL baselines)
+=====================  =====================================================================
+initial_global_states  how many global models, initialised how (one: the initial model)
+select_global          which global model a client starts from (0; FeatARC picks a cluster)
+client_update_start    the state a client trains from, given the global and its local state
+                       (replace everything, except the local keys the client keeps once it has
+                       them; FedEMA blends, FedU keeps the predictor when it diverges)
+client_loss            the local objective (``method.training_loss``; FedMAR adds A-MMD to z_bar)
+client_upload          what is sent back (the shared state tensors; FedMAR adds z)
+aggregate              the server's merge of one global model's uploads (weighted FedAvg)
+server_step            anything else the server does once per round (Orchestra's centroids)
+gossip                 DecL's neighbour averaging, X <- W X (DecMAR also mixes z)
+state_dict             the strategy's own server-side state, checkpointed with the run
+=====================  =====================================================================
+
+Per-client state that must persist between rounds (kept model tensors, FedEMA's previous weights,
+counters) lives in the ``local_state`` dict the simulators pass to the hooks: one dict per client,
+checkpointed after every round. Keys under ``LOCAL_MODEL`` hold model tensors the client keeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from dssl.federation.local import ClientData
+from dssl.federation.state import StackedStates, StateDict, snapshot, weighted_average
+
+AGGREGATIONS = ("uniform", "data_size")
+LOCAL_MODEL = "model"  # local_state[LOCAL_MODEL]: the model tensors a client keeps for itself
+
+
+@dataclass
+class ClientContext:
+    """Where one client's local training happens: handed to every client-side hook.
+
+    ``participation`` counts the rounds the client trained in before this one (FedMAR's omega);
+    ``generator`` seeds the method's views and masks for this client and round; ``scratch`` is
+    per-round temporary storage shared by the hooks of this client (not checkpointed).
+    """
+
+    client_id: int
+    round: int
+    num_rounds: int
+    participation: int
+    data: ClientData
+    device: torch.device
+    generator: torch.Generator
+    model_index: int = 0
+    scratch: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Upload:
+    """What one client sends back after local training."""
+
+    client_id: int
+    num_samples: int
+    state: StateDict
+    extras: dict[str, Any] = field(default_factory=dict)
+    model_index: int = 0
+
+
+class Strategy:
+    """FedAvg behaviour for every hook; subclasses override what their method changes.
+
+    ``aggregation`` weights clients in ``aggregate`` and in DecL's final average: ``uniform`` is
+    paper A's Algorithm 1 (the default: the paper's definition), ``data_size`` is its released code
+    and McMahan et al.'s FedAvg. ``keep_local``: the method's ``local_state_keys()`` (SimSiam's
+    predictor, BYOL's target) stay on the client and are neither uploaded nor replaced -- paper B's
+    "keep local knowledge" design choice; off by default, as paper A's code averages every tensor.
+    Subclasses declare further hyper-parameters as keyword arguments of ``__init__`` (unknown names
+    are a TypeError, so params.yaml typos fail loudly) and add them to ``self.hparams``, which enters
+    the run's checkpoint fingerprint.
+    """
+
+    name = "base"
+
+    def __init__(self, aggregation: str = "uniform", keep_local: bool = False) -> None:
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
+        self.hparams: dict[str, Any] = {"aggregation": aggregation, "keep_local": bool(keep_local)}
+        self.local_keys: frozenset[str] = frozenset()
+        self.shared_keys: tuple[str, ...] = ()
+
+    def aggregation_weights(self, num_samples: Sequence[int]) -> np.ndarray:
+        """Normalised weights of clients with these sample counts."""
+        sizes = np.asarray(num_samples, dtype=np.float64)
+        weights = sizes if self.hparams["aggregation"] == "data_size" else np.ones_like(sizes)
+        if weights.sum() <= 0:
+            raise ValueError(f"clients with sizes {sizes.tolist()} have no data to aggregate")
+        return weights / weights.sum()
+
+    # -- set-up ---------------------------------------------------------------------------------
+
+    def setup(self, method: nn.Module) -> None:
+        """Split the model's state keys into shared (aggregated) and local (kept by each client)."""
+        keys = list(method.state_dict())
+        self.local_keys = frozenset(self.select_local_keys(method))
+        unknown = self.local_keys - set(keys)
+        if unknown:
+            raise KeyError(f"local keys the model does not have: {sorted(unknown)}")
+        self.shared_keys = tuple(k for k in keys if k not in self.local_keys)
+
+    def select_local_keys(self, method: nn.Module) -> list[str]:
+        return list(method.local_state_keys()) if self.hparams["keep_local"] else []
+
+    def initial_global_states(self, initial: StateDict) -> list[StateDict]:
+        return [initial]
+
+    # -- client side ------------------------------------------------------------------------------
+
+    def select_global(self, client_id: int, global_states: Sequence[StateDict], local_state: dict,
+                      ctx: ClientContext) -> int:
+        """Index of the global model the client starts from and uploads to (FL only).
+
+        FeatARC picks the cluster model whose features agree best with the client's: it can keep the
+        method from ``setup`` and read the client's images through ``ctx.data``.
+        """
+        return 0
+
+    def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
+                            local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
+        """The state loaded into the client's model before local training (paper A Alg. 1, line 4)."""
+        return {**global_state, **local_state.get(LOCAL_MODEL, {})}
+
+    def client_loss(self, method: nn.Module, images: torch.Tensor,
+                    ctx: ClientContext) -> Mapping[str, torch.Tensor]:
+        """Scalar losses of one (client-augmented) batch; ``"loss"`` is minimised."""
+        return method.training_loss(images, generator=ctx.generator)
+
+    def client_upload(self, client_id: int, method: nn.Module, local_state: dict,
+                      ctx: ClientContext) -> Upload:
+        """Keep the local keys on the client; send clones of the shared ones."""
+        if self.local_keys:
+            local_state[LOCAL_MODEL] = snapshot(method, sorted(self.local_keys))
+        return Upload(client_id, ctx.data.num_samples, snapshot(method, self.shared_keys),
+                      model_index=ctx.model_index)
+
+    # -- server / neighbourhood side --------------------------------------------------------------
+
+    def aggregate(self, uploads: Sequence[Upload], weights: np.ndarray, global_state: StateDict) -> StateDict:
+        """FedAvg over the shared keys; ``weights`` are already normalised (data size or uniform).
+
+        ``global_state`` (the model the clients started from) is unused by FedAvg; L-DAWA needs it.
+        """
+        return weighted_average([u.state for u in uploads], weights)
+
+    def server_step(self, global_states: list[StateDict], uploads: Sequence[Upload],
+                    round_index: int) -> list[StateDict]:
+        """After aggregation, once per FL round; returns the global models of the next round."""
+        return global_states
+
+    def gossip(self, states: StackedStates, mixing: torch.Tensor, uploads: Sequence[Upload],
+               round_index: int) -> None:
+        """DecL's neighbour averaging after every client trained (``uploads`` hold their rows)."""
+        states.mix(mixing)
+
+    # -- checkpointing ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state:
+            raise ValueError(f"strategy {self.name!r} has no state, got keys {sorted(state)}")
+
+
+STRATEGIES: dict[str, type[Strategy]] = {}
+
+
+def register_strategy(name: str) -> Callable[[type[Strategy]], type[Strategy]]:
+    """Class decorator: make a strategy available to ``create_strategy`` and params.yaml."""
+
+    def register(cls: type[Strategy]) -> type[Strategy]:
+        if name in STRATEGIES:
+            raise KeyError(f"strategy {name!r} registered twice")
+        cls.name = name
+        STRATEGIES[name] = cls
+        return cls
+
+    return register
+
+
+def create_strategy(name: str, **hparams: Any) -> Strategy:
+    """A strategy by registry name, e.g. ``create_strategy("fedavg")``."""
+    from dssl.federation import fedavg  # noqa: F401  (registers the built-in strategies)
+
+    if name not in STRATEGIES:
+        raise KeyError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
+    return STRATEGIES[name](**hparams)
