@@ -20,12 +20,15 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 validate: setup
 	dssl validate params.yaml
 
+# The warm stage server pays torch/MLflow imports once; every stage still runs in its own process.
 repro: validate
 	dssl tracking init --params params.yaml
-	dvc repro
+	dssl warm start
+	dvc repro; status=$$?; dssl warm stop; exit $$status
 
 snakemake: validate
-	snakemake --cores all
+	dssl warm start
+	snakemake --cores all; status=$$?; dssl warm stop; exit $$status
 	dvc commit -f
 
 test: setup

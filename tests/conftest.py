@@ -14,9 +14,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
     """A scratch DVC+git project with this repo's DAG, sources and the given params file."""
-    for item in ("dvc.yaml", "Snakefile", ".dvc", ".dvcignore", ".gitignore", "configs"):
+    for item in ("dvc.yaml", "Snakefile", ".dvcignore", ".gitignore", "configs"):
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, target / item)
+    (target / ".dvc").mkdir()
+    shutil.copy(REPO / ".dvc" / "config", target / ".dvc" / "config")  # not the cache: a fresh project
     shutil.copytree(REPO / "src", target / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(REPO / params_file, target / "params.yaml")
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)

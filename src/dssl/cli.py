@@ -13,11 +13,22 @@ from pathlib import Path
 
 EXIT_BAD_INPUT = 2
 
-# stage kind -> module under dssl.pipeline whose ``run(name, params_path)`` executes it
+# stage kind (= sub-command) -> (module under dssl.pipeline, function, its positional arguments, help)
 STAGES = {
-    "prepare": "Prepare a dataset (params section 'datasets').",
-    "partition": "Split a prepared dataset among clients (params section 'partitions').",
-    "graph": "Build a communication graph and its mixing matrices (params section 'graphs').",
+    "prepare": ("prepare", "run", ["dataset"], "Prepare a dataset (params section 'datasets')."),
+    "partition": ("partition", "run", ["partition"], "Split a prepared dataset among clients."),
+    "graph": ("graph", "run", ["graph"], "Build a communication graph and its mixing matrices."),
+    "pretrain_fl": ("pretrain", "run_fl", ["model", "partition"], "Federated SSL pretraining (FedAvg)."),
+    "pretrain_decl": ("pretrain", "run_decl", ["model", "graph"], "Decentralized SSL pretraining on a graph."),
+    "pretrain_central": ("pretrain", "run_central", ["model"], "Centralised SSL pretraining (reference)."),
+    "evaluate_fl": ("evaluate", "run_fl", ["model", "partition", "dataset", "protocol"], "Evaluate an FL model."),
+    "evaluate_decl": ("evaluate", "run_decl", ["model", "graph", "dataset", "protocol"], "Evaluate a DecL model."),
+    "evaluate_central": ("evaluate", "run_central", ["model", "dataset", "protocol"], "Evaluate a central model."),
+    "evaluate_random": ("evaluate", "run_random", ["backbone", "dataset", "protocol"],
+                        "Evaluate a randomly initialised backbone (reference)."),
+    "graph_improve": ("graph_improve", "run", ["graph"], "Add edges to a graph greedily (params 'improved_graphs')."),
+    "theory": ("theory", "run", [], "Paper A's linear-model theory checked numerically (params 'theory')."),
+    "report": ("report", "run", [], "Tables, figures and reports/README.md from the evaluation results."),
 }
 
 
@@ -30,9 +41,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
-    module = importlib.import_module(f"dssl.pipeline.{args.stage}")
-    out = module.run(args.name, args.params)
-    print(f"{args.stage}@{args.name}: wrote {out}")
+    module_name, function, arg_names, _ = STAGES[args.stage]
+    values = [getattr(args, name) for name in arg_names]
+    run = getattr(importlib.import_module(f"dssl.pipeline.{module_name}"), function)
+    out = run(*values, args.params)
+    print(f"{args.stage}{'@' if values else ''}{'-'.join(values)}: wrote {out}")
     return 0
 
 
@@ -55,9 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("file", nargs="?", default="params.yaml", type=Path)
     validate.set_defaults(func=_cmd_validate)
 
-    for kind, help_text in STAGES.items():
+    for kind, (_, _, arg_names, help_text) in STAGES.items():
         stage = sub.add_parser(kind, help=help_text)
-        stage.add_argument("name", help="the entry's key in params.yaml")
+        for name in arg_names:
+            stage.add_argument(name, help=f"a {name} name from params.yaml")
         stage.add_argument("--params", default="params.yaml", type=Path)
         stage.set_defaults(func=_cmd_stage, stage=kind)
 

@@ -112,3 +112,33 @@ def test_dataset_facts_match_registry() -> None:
 def test_feature_augment_keys(good: dict) -> None:
     good["partitions"]["fl-feature"]["augment"] = {"brightness_max": 0.3, "hue": 0.1}
     assert problems_of(good) == {"partitions.fl-feature.augment.hue": "unknown key"}
+
+
+def test_registry_names_match_the_validator() -> None:
+    from dssl.config import sections
+    from dssl.evaluation import PROTOCOLS
+    from dssl.federation import STRATEGIES
+    from dssl.methods import METHODS
+    from dssl.models import BACKBONES
+    from dssl.topology.mixing import MIXING
+
+    assert sections.METHOD_NAMES == set(METHODS)
+    assert sections.BACKBONE_NAMES == set(BACKBONES)
+    assert sections.STRATEGY_NAMES == set(STRATEGIES)
+    assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
+    assert sections.MIXING_NAMES == set(MIXING)
+
+
+def test_training_sections(good: dict) -> None:
+    good["models"]["simsiam-cnn"]["method"] = "dino"
+    good["pretrain"]["fl"]["partitions"].append("nope")
+    good["pretrain"]["fl"]["train"]["clients_per_round"] = 11
+    good["pretrain"]["decl"]["graphs"] = ["uniform-3"]
+    good["pretrain"]["decl"]["partition"] = "fl-iid"
+    good["evaluate"]["protocols"]["fl"] = ["knn"]
+    problems = problems_of(good)
+    assert problems["models.simsiam-cnn.method"] == "unknown value 'dino'"
+    assert problems["pretrain.fl.partitions[3]"] == "'nope' is not defined in 'partitions'"
+    assert problems["pretrain.fl.train.clients_per_round"] == "11 > the 10 clients of partition 'fl-iid'"
+    assert "connects the clients of partition 'decl-label', not 'fl-iid'" in problems["pretrain.decl.graphs[0]"]
+    assert problems["evaluate.protocols.fl[0]"] == "'knn' is not defined in 'protocols'"

@@ -28,9 +28,14 @@ def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
     _, params_deps = dvc_stages(root)
     section = {"prepare": "datasets", "partition": "partitions", "graph": "graphs"}
     for stage, keys in params_deps.items():
-        kind, entry = stage.split("@")
+        kind, _, entry = stage.partition("@")
         if kind in section:
             assert keys == [f"{section[kind]}.{entry}"], stage
+    # training stages read their model's entry, never the whole models section or another grid
+    assert params_deps["pretrain_fl@mae-vit-fl-label"] == sorted([
+        "models.mae-vit", "pretrain.dataset", "pretrain.fl.train", "pretrain.image_size", "pretrain.optimizers"])
+    assert params_deps["evaluate_decl@mae-cnn-uniform-3-digits-finetune"] == sorted([
+        "evaluate.finetune", "pretrain.image_size"])
 
 
 def test_a_drift_is_detected(make_project) -> None:

@@ -58,3 +58,10 @@ def test_content_hash_of_folder_depends_on_names_and_bytes(tmp_path: Path) -> No
     first = content_hash(tmp_path / "d")
     (tmp_path / "d" / "x").write_text("2")
     assert content_hash(tmp_path / "d") != first
+
+
+def test_metric_names_are_made_valid_for_mlflow() -> None:
+    from dssl.tracking import metric_name
+
+    assert metric_name("holds.thm4.4[decl,cl>mim].sensitivity") == "holds.thm4.4_decl_cl_mim_.sensitivity"
+    assert metric_name("a-b_c.d e:f/g") == "a-b_c.d e:f/g"

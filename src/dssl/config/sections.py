@@ -126,7 +126,7 @@ def _check_k_classes(c: Checker, spec: dict, path: str, dataset: str | None) -> 
 @section_validator
 def check_graphs(c: Checker) -> None:
     partitions = c.params.get("partitions") or {}
-    for name, spec in c.section("graphs", required=False).items():
+    for name, spec in c.section("graphs").items():
         path = f"graphs.{name}"
         spec = c.mapping(spec, path)
         if spec is None:
@@ -149,3 +149,237 @@ def check_graphs(c: Checker) -> None:
         if connectivity is not None:
             for message in check_request(topology, clients, connectivity):
                 c.add(f"{path}.connectivity", message, f"partition '{partition}' has N = {clients} clients")
+
+
+# Registry names the training sections may use. Kept here so validation never imports torch; a test
+# keeps each set equal to its registry (dssl.methods.METHODS, dssl.models.BACKBONES, ...).
+METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco"}
+BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
+STRATEGY_NAMES = {"fedavg"}
+PROTOCOL_NAMES = {"linear_probe", "finetune"}
+FRAMEWORKS = ("fl", "decl", "central", "random")
+MIXING_NAMES = {"uniform", "data_size", "degree_normalised", "metropolis_hastings"}
+OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
+FL_TRAIN_KEYS = {"strategy", "aggregation", "rounds", "clients_per_round", "local_epochs", "batch_size", "seed"}
+DECL_TRAIN_KEYS = {"strategy", "mixing", "rounds", "local_epochs", "batch_size", "seed"}
+CENTRAL_TRAIN_KEYS = {"epochs", "batch_size", "seed"}
+LINEAR_PROBE_KEYS = {"val_fraction", "lr_grid", "weight_decay_grid", "epochs", "batch_size", "eval_every",
+                     "feature_batch_size", "seed"}
+FINETUNE_KEYS = {"val_fraction", "lr_grid", "optimizer", "weight_decay", "momentum", "epochs", "warmup_epochs",
+                 "batch_size", "eval_every", "crop_padding", "hflip", "seed"}
+
+
+def backbone_family(backbone: str) -> str:
+    """'vit' or 'cnn': selects the optimizer recipe (paper A trains ViTs with AdamW, CNNs with SGD)."""
+    return "vit" if "vit" in backbone else "cnn"
+
+
+@section_validator
+def check_models(c: Checker) -> None:
+    for name, spec in c.section("models").items():
+        path = f"models.{name}"
+        spec = c.mapping(spec, path)
+        if spec is None:
+            continue
+        c.unknown_keys(spec, {"method", "backbone", "hparams"}, path)
+        c.choice(spec, "method", METHOD_NAMES, path)
+        c.choice(spec, "backbone", BACKBONE_NAMES, path)
+        if "hparams" in spec:
+            c.mapping(spec["hparams"], f"{path}.hparams")
+
+
+def _name_list(c: Checker, entry: dict, key: str, names, path: str, what: str) -> list:
+    values = entry.get(key)
+    if not isinstance(values, list) or not values:
+        c.add(f"{path}.{key}", "must be a non-empty list", f"names from '{what}'")
+        return []
+    for i, value in enumerate(values):
+        if value not in names:
+            c.add(f"{path}.{key}[{i}]", f"{value!r} is not defined in '{what}'",
+                  f"one of: {', '.join(sorted(names)) or '(none defined)'}")
+    return [v for v in values if v in names]
+
+
+def _train_numbers(c: Checker, train: dict, path: str, keys: tuple[str, ...]) -> None:
+    for key in keys:
+        c.number(train, key, path, integer=True, low=0 if key == "seed" else 1)
+
+
+@section_validator
+def check_pretrain(c: Checker) -> None:
+    pretrain = c.section("pretrain")
+    if not pretrain:
+        return
+    c.unknown_keys(pretrain, {"dataset", "image_size", "optimizers", "fl", "decl", "central"}, "pretrain")
+    c.name_of(pretrain, "dataset", c.params.get("datasets") or {}, "pretrain", "datasets")
+    c.number(pretrain, "image_size", "pretrain", integer=True, low=8)
+    optimizers = c.mapping(pretrain.get("optimizers", {}), "pretrain.optimizers") or {}
+    for family in ("cnn", "vit"):
+        spec = c.mapping(optimizers.get(family), f"pretrain.optimizers.{family}")
+        if spec is not None:
+            c.unknown_keys(spec, OPTIMIZER_KEYS, f"pretrain.optimizers.{family}")
+            c.choice(spec, "name", {"sgd", "adamw"}, f"pretrain.optimizers.{family}")
+            c.number(spec, "base_lr", f"pretrain.optimizers.{family}", low=0, low_open=True)
+    models = c.params.get("models") or {}
+    for framework in ("fl", "decl", "central"):  # dvc.yaml expands every one of them
+        if framework in pretrain:
+            _check_framework(c, pretrain, framework, models)
+        else:
+            c.add(f"pretrain.{framework}", "missing section", "dvc.yaml and the Snakefile expand its grid")
+
+
+def _check_framework(c: Checker, pretrain: dict, framework: str, models: dict) -> None:
+    path = f"pretrain.{framework}"
+    entry = c.mapping(pretrain[framework], path)
+    if entry is None:
+        return
+    grid = {"fl": {"models", "partitions"}, "decl": {"models", "partition", "graphs"}, "central": {"models"}}
+    c.unknown_keys(entry, grid[framework] | {"train"}, path)
+    _name_list(c, entry, "models", models, path, "models")
+    train = c.mapping(entry.get("train"), f"{path}.train")
+    if framework == "fl":
+        _check_fl(c, pretrain, entry, train)
+    elif framework == "decl":
+        _check_decl(c, pretrain, entry, train)
+    elif train is not None:
+        c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
+        _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size", "seed"))
+
+
+def _partition_of_pretrain_dataset(c: Checker, pretrain: dict, name: str, where: str) -> dict:
+    spec = (c.params.get("partitions") or {}).get(name) or {}
+    if spec and pretrain.get("dataset") and spec.get("dataset") != pretrain["dataset"]:
+        c.add(where, f"partition {name!r} splits {spec.get('dataset')!r}, not the pretraining dataset "
+                     f"{pretrain['dataset']!r}", "pretraining partitions must split pretrain.dataset")
+    return spec
+
+
+def _check_fl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> None:
+    partitions = c.params.get("partitions") or {}
+    for i, name in enumerate(_name_list(c, entry, "partitions", partitions, "pretrain.fl", "partitions")):
+        _partition_of_pretrain_dataset(c, pretrain, name, f"pretrain.fl.partitions[{i}]")
+    if train is None:
+        return
+    path = "pretrain.fl.train"
+    c.unknown_keys(train, FL_TRAIN_KEYS, path)
+    c.choice(train, "strategy", STRATEGY_NAMES, path)
+    c.choice(train, "aggregation", {"uniform", "data_size"}, path)
+    _train_numbers(c, train, path, ("rounds", "clients_per_round", "local_epochs", "batch_size", "seed"))
+    per_round = train.get("clients_per_round")
+    for name in entry.get("partitions") or []:
+        clients = (partitions.get(name) or {}).get("clients")
+        if isinstance(per_round, int) and isinstance(clients, int) and per_round > clients:
+            c.add(f"{path}.clients_per_round", f"{per_round} > the {clients} clients of partition {name!r}")
+            break
+
+
+def graph_partition(params: dict, name: str) -> str | None:
+    """The partition whose clients a graph (or an improved graph, through its base) connects."""
+    graphs, improved = params.get("graphs") or {}, params.get("improved_graphs") or {}
+    seen = set()
+    while name in improved and name not in seen:
+        seen.add(name)
+        name = (improved[name] or {}).get("base")
+    return (graphs.get(name) or {}).get("partition")
+
+
+def _check_decl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> None:
+    path = "pretrain.decl"
+    partition = c.name_of(entry, "partition", c.params.get("partitions") or {}, path, "partitions")
+    if partition:
+        _partition_of_pretrain_dataset(c, pretrain, partition, f"{path}.partition")
+    graphs = {**(c.params.get("graphs") or {}), **(c.params.get("improved_graphs") or {})}
+    for i, name in enumerate(_name_list(c, entry, "graphs", graphs, path, "graphs' or 'improved_graphs")):
+        connects = graph_partition(c.params, name)
+        if partition and connects != partition:
+            c.add(f"{path}.graphs[{i}]", f"graph {name!r} connects the clients of partition "
+                                         f"{connects!r}, not {partition!r}")
+    if train is not None:
+        c.unknown_keys(train, DECL_TRAIN_KEYS, f"{path}.train")
+        c.choice(train, "strategy", STRATEGY_NAMES, f"{path}.train")
+        c.choice(train, "mixing", MIXING_NAMES, f"{path}.train")
+        _train_numbers(c, train, f"{path}.train", ("rounds", "local_epochs", "batch_size", "seed"))
+
+
+@section_validator
+def check_evaluate(c: Checker) -> None:
+    evaluate = c.section("evaluate")
+    if not evaluate:
+        return
+    path = "evaluate"
+    c.unknown_keys(evaluate, {"datasets", "random_backbones", "protocols", *PROTOCOL_NAMES}, path)
+    _name_list(c, evaluate, "datasets", c.params.get("datasets") or {}, path, "datasets")
+    if "random_backbones" in evaluate:
+        _name_list(c, evaluate, "random_backbones", BACKBONE_NAMES, path, "backbones")
+    protocols = c.mapping(evaluate.get("protocols"), f"{path}.protocols") or {}
+    c.unknown_keys(protocols, FRAMEWORKS, f"{path}.protocols")
+    for framework in protocols:
+        if framework in FRAMEWORKS:
+            _name_list(c, protocols, framework, PROTOCOL_NAMES, f"{path}.protocols", "protocols")
+    for protocol, keys in (("linear_probe", LINEAR_PROBE_KEYS), ("finetune", FINETUNE_KEYS)):
+        spec = c.mapping(evaluate.get(protocol), f"{path}.{protocol}")
+        if spec is not None:
+            c.unknown_keys(spec, keys, f"{path}.{protocol}")
+            c.number(spec, "val_fraction", f"{path}.{protocol}", low=0, high=0.5, low_open=True)
+
+
+IMPROVE_CRITERIA_NAMES = {"sensitivity", "algebraic_connectivity", "min_degree", "random"}
+
+
+@section_validator
+def check_improved_graphs(c: Checker) -> None:
+    graphs = c.params.get("graphs") or {}
+    for name, spec in c.section("improved_graphs").items():
+        path = f"improved_graphs.{name}"
+        spec = c.mapping(spec, path)
+        if spec is None:
+            continue
+        if name in graphs:
+            c.add(path, "the name is also used in 'graphs'", "give the improved graph its own name")
+        c.unknown_keys(spec, {"base", "edges", "criterion", "seed"}, path)
+        c.name_of(spec, "base", graphs, path, "graphs")
+        c.number(spec, "edges", path, integer=True, low=0)
+        c.choice(spec, "criterion", IMPROVE_CRITERIA_NAMES, path)
+        c.number(spec, "seed", path, integer=True, low=0)
+        if spec.get("criterion") == "sensitivity" and not c.params.get("theory"):
+            c.add(f"{path}.criterion", "the 'sensitivity' criterion needs a 'theory' section (the model)")
+
+
+@section_validator
+def check_report(c: Checker) -> None:
+    report = c.section("report")
+    if not report:
+        return
+    c.unknown_keys(report, {"dataset", "table1_protocol"}, "report")
+    c.name_of(report, "dataset", (c.params.get("evaluate") or {}).get("datasets") or [], "report", "evaluate.datasets")
+    c.choice(report, "table1_protocol", PROTOCOL_NAMES, "report")
+
+
+@section_validator
+def check_theory(c: Checker) -> None:
+    theory = c.section("theory")
+    if not theory:
+        return
+    graphs = c.params.get("graphs") or {}
+    partitions = c.params.get("partitions") or {}
+    names = _name_list(c, theory, "graphs", graphs, "theory", "graphs")
+    for i, name in enumerate(names):
+        clients = (partitions.get(graphs[name].get("partition")) or {}).get("clients")
+        if clients is not None and theory.get("N") is not None and clients != theory["N"]:
+            c.add(f"theory.graphs[{i}]", f"graph {name!r} has {clients} clients but theory.N = {theory['N']}",
+                  "the theory model needs one client per graph node")
+    from dssl.theory.sweep import resolve_theory_cfg
+
+    try:
+        resolve_theory_cfg({k: v for k, v in theory.items() if k != "graphs"})
+    except (ValueError, TypeError, KeyError) as err:
+        c.add("theory", str(err).strip("'\""), "see docs/theory.md for the options")
+
+
+KNOWN_SECTIONS = {"profile", "datasets", "partitions", "graphs", "improved_graphs", "models", "pretrain",
+                  "evaluate", "report", "theory"}
+
+
+@section_validator
+def check_sections(c: Checker) -> None:
+    c.unknown_keys(c.params, KNOWN_SECTIONS, "<top level>")

@@ -141,3 +141,34 @@ def save_arrays(path: Path, **arrays: np.ndarray) -> None:
 def load_arrays(path: Path) -> dict[str, np.ndarray]:
     with np.load(path, allow_pickle=False) as archive:
         return {name: archive[name] for name in archive.files}
+
+
+class ResizedImageSet(ImageSet):
+    """Another image set seen at ``size`` x ``size`` pixels (bilinear), e.g. 8 px digits at 16 px.
+
+    Models are built for one input size; datasets come in theirs. Resizing per batch keeps the
+    stored data untouched and costs one interpolation of the batch.
+    """
+
+    def __init__(self, base: ImageSet, size: int):
+        super().__init__(base.labels, base.num_classes)
+        self.base = base
+        self.size = int(size)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return (self.base.image_shape[0], self.size, self.size)
+
+    def get_batch(self, indices: IndexLike) -> torch.Tensor:
+        import torch.nn.functional as F
+
+        batch = self.base.get_batch(indices)
+        if tuple(batch.shape[-2:]) == (self.size, self.size):
+            return batch
+        resized = F.interpolate(batch.float(), size=(self.size, self.size), mode="bilinear", align_corners=False)
+        return resized.round_().clamp_(0, 255).to(batch.dtype)
+
+
+def resized(images: ImageSet, size: int) -> ImageSet:
+    """``images`` at ``size`` px (itself when it already has that size)."""
+    return images if images.image_shape[1:] == (size, size) else ResizedImageSet(images, size)

@@ -53,7 +53,8 @@ class Stage:
 
     @property
     def stage_name(self) -> str:
-        return f"{self.kind}@{self.name}"
+        """As DVC names it: ``kind@entry`` for foreach/matrix stages, ``kind`` for single ones."""
+        return f"{self.kind}@{self.name}" if self.name else self.kind
 
     def entry(self, section: str) -> dict:
         entries = self.params.get(section) or {}

@@ -45,16 +45,29 @@ def dvc_stages(root: Path) -> tuple[list[StageSpec], dict[str, list[str]]]:
     with Repo(str(root)) as repo:
         for stage in repo.index.stages:
             file_deps = [d for d in stage.deps if not isinstance(d, ParamsDependency)]
+            deps = [f for d in file_deps for f in _source_files(root, _relative(d.def_path))]
             specs.append(StageSpec(
                 stage.name,
                 stage.cmd,
-                tuple(sorted(_relative(d.def_path) for d in file_deps)),
+                tuple(sorted(deps)),
                 tuple(sorted(_relative(o.def_path) for o in stage.outs)),
             ))
             params[stage.name] = sorted(
                 key for d in stage.deps if isinstance(d, ParamsDependency) for key in d.params
             )
-    return sorted(specs), params
+    return sorted(_expand_output_parents(specs)), params
+
+
+def _expand_output_parents(specs: list[StageSpec]) -> list[StageSpec]:
+    """A dependency on a folder that holds other stages' outputs stands for those outputs (DVC links
+    the stages through it; the Snakefile lists the files)."""
+    outs = sorted(o for spec in specs for o in spec.outs)
+
+    def expand(dep: str) -> list[str]:
+        inside = [o for o in outs if o.startswith(dep + "/")]
+        return inside if inside and dep not in outs else [dep]
+
+    return [StageSpec(s.name, s.cmd, tuple(sorted(f for d in s.deps for f in expand(d))), s.outs) for s in specs]
 
 
 def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSpec]:
@@ -88,11 +101,19 @@ def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSp
 def _job_spec(job) -> StageSpec:
     wildcard = "-".join(str(v) for v in job.wildcards_dict.values())
     return StageSpec(
-        f"{job.rule.name}@{wildcard}",
+        f"{job.rule.name}@{wildcard}" if wildcard else job.rule.name,
         job.format_wildcards(job.rule.shellcmd).strip(),
         tuple(sorted(_relative(str(f)) for f in job.input)),
         tuple(sorted(_relative(str(f)) for f in job.output)),
     )
+
+
+def _source_files(root: Path, dep: str) -> list[str]:
+    """A source folder dependency stands for its .py files (the Snakefile lists them one by one)."""
+    folder = root / dep
+    if not (dep.startswith("src/") and folder.is_dir()):
+        return [dep]
+    return sorted(p.relative_to(root).as_posix() for p in folder.rglob("*.py"))
 
 
 def _relative(path: str) -> str:

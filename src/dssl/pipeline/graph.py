@@ -26,30 +26,37 @@ def client_sizes(partition_name: str) -> np.ndarray:
     return np.array([sizes[c] for c in sorted(sizes)], dtype=np.int64)
 
 
-def run(name: str, params_path: Path | str) -> Path:
-    stage = Stage("graph", name, params_path)
-    spec = stage.entry("graphs")
-    from dssl.topology.graphs import GraphError, create_graph, save_graph
+def write_graph(graph, sizes: np.ndarray, name: str, title: str) -> tuple[dict[str, float], list[Path]]:
+    """Save a graph with every mixing matrix, and its drawing; returns (statistics, written files)."""
+    from dssl.reporting.graph_figure import plot_graph
+    from dssl.topology.graphs import save_graph
     from dssl.topology.mixing import MIXING, mixing_matrix
 
-    sizes = client_sizes(spec["partition"])
-    try:
-        graph = create_graph(spec, len(sizes), int(spec.get("seed", 0)))
-    except GraphError as err:
-        raise StageError(f"graphs.{name}: {err}") from err
     mixings = {rule: mixing_matrix(graph.adjacency, rule, sizes) for rule in MIXING}
     out = graph_file(name)
     with atomic_file(out) as tmp:
         stats = save_graph(graph, mixings, tmp)
     figure = figure_path(name)
     with atomic_file(figure) as tmp_png:
-        from dssl.reporting.graph_figure import plot_graph
+        plot_graph(graph, tmp_png, title=f"{title}, |A| = {stats['connectivity_mean']:.2f}")
+    return stats, [out, figure]
 
-        plot_graph(graph, tmp_png, title=f"graph {name}: {graph.topology}, |A| = {stats['connectivity_mean']:.2f}")
+
+def run(name: str, params_path: Path | str) -> Path:
+    stage = Stage("graph", name, params_path)
+    spec = stage.entry("graphs")
+    from dssl.topology.graphs import GraphError, create_graph
+
+    sizes = client_sizes(spec["partition"])
+    try:
+        graph = create_graph(spec, len(sizes), int(spec.get("seed", 0)))
+    except GraphError as err:
+        raise StageError(f"graphs.{name}: {err}") from err
+    stats, written = write_graph(graph, sizes, name, f"graph {name}: {graph.topology}")
     stage.log(
         {"graphs": {name: spec}},
         stats,
-        artifacts=[out, figure],
+        artifacts=written,
         inputs=[partition_dir(spec["partition"]) / "counts.csv"],
     )
-    return out
+    return written[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -9,6 +10,14 @@ from dssl.tracking.lineage import content_hash, engine, git_state, params_hash
 from dssl.tracking.mlflow_store import init_store, project_root, tracking_uri
 
 __all__ = ["StageRecord", "log_stage", "init_store", "project_root", "stage_runs", "tracking_uri"]
+
+
+_INVALID_NAME_CHARS = re.compile(r"[^A-Za-z0-9_\-. :/]")
+
+
+def metric_name(name: str) -> str:
+    """MLflow accepts alphanumerics, _ - . space : / in names; anything else becomes '_'."""
+    return _INVALID_NAME_CHARS.sub("_", name)
 
 
 def _flatten(prefix: str, value, out: dict[str, str]) -> None:
@@ -51,10 +60,10 @@ def log_stage(record: StageRecord, profile: str, root: Path | None = None) -> st
     # mlflow.source.git.commit is what the MLflow UI shows as the version of a run.
     tags["mlflow.source.git.commit"] = tags["git_commit"]
     with mlflow.start_run(experiment_id=experiment_id, run_name=record.stage) as run:
-        mlflow.log_params(flat)
+        mlflow.log_params({metric_name(k): v for k, v in flat.items()})
         mlflow.set_tags(tags)
         if record.metrics:
-            mlflow.log_metrics({k: float(v) for k, v in record.metrics.items()})
+            mlflow.log_metrics({metric_name(k): float(v) for k, v in record.metrics.items()})
         for artifact in record.artifacts:
             mlflow.log_artifact(str(root / artifact))
         return run.info.run_id
