@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
@@ -87,6 +87,14 @@ class Checker:
             self.add(name, f"must be a mapping, got {type(value).__name__}")
             return {}
         return value
+
+    def entries(self, section: str) -> Iterator[tuple[str, str, dict]]:
+        """(name, key path, spec) of every entry of a grid section whose spec is a mapping."""
+        for name, spec in self.section(section).items():
+            path = f"{section}.{name}"
+            spec = self.mapping(spec, path)
+            if spec is not None:
+                yield name, path, spec
 
     def mapping(self, value: Any, path: str) -> dict | None:
         if not isinstance(value, dict):

@@ -79,11 +79,7 @@ def _check_root(c: Checker, spec: dict, path: str, name: str) -> None:
 @section_validator
 def check_partitions(c: Checker) -> None:
     datasets = c.params.get("datasets") or {}
-    for name, spec in c.section("partitions").items():
-        path = f"partitions.{name}"
-        spec = c.mapping(spec, path)
-        if spec is None:
-            continue
+    for name, path, spec in c.entries("partitions"):
         scheme = c.choice(spec, "scheme", PARTITION_SCHEME_KEYS, path)
         if scheme is not None:
             c.unknown_keys(spec, COMMON_PARTITION_KEYS | PARTITION_SCHEME_KEYS[scheme], path)
@@ -126,11 +122,7 @@ def _check_k_classes(c: Checker, spec: dict, path: str, dataset: str | None) -> 
 @section_validator
 def check_graphs(c: Checker) -> None:
     partitions = c.params.get("partitions") or {}
-    for name, spec in c.section("graphs").items():
-        path = f"graphs.{name}"
-        spec = c.mapping(spec, path)
-        if spec is None:
-            continue
+    for name, path, spec in c.entries("graphs"):
         c.unknown_keys(spec, GRAPH_KEYS, path)
         partition = c.name_of(spec, "partition", partitions, path, "partitions")
         topology = c.choice(spec, "topology", TOPOLOGIES, path)
@@ -176,11 +168,7 @@ def backbone_family(backbone: str) -> str:
 
 @section_validator
 def check_models(c: Checker) -> None:
-    for name, spec in c.section("models").items():
-        path = f"models.{name}"
-        spec = c.mapping(spec, path)
-        if spec is None:
-            continue
+    for name, path, spec in c.entries("models"):
         c.unknown_keys(spec, {"method", "backbone", "hparams"}, path)
         c.choice(spec, "method", METHOD_NAMES, path)
         c.choice(spec, "backbone", BACKBONE_NAMES, path)
@@ -329,11 +317,7 @@ IMPROVE_CRITERIA_NAMES = {"sensitivity", "algebraic_connectivity", "min_degree",
 @section_validator
 def check_improved_graphs(c: Checker) -> None:
     graphs = c.params.get("graphs") or {}
-    for name, spec in c.section("improved_graphs").items():
-        path = f"improved_graphs.{name}"
-        spec = c.mapping(spec, path)
-        if spec is None:
-            continue
+    for name, path, spec in c.entries("improved_graphs"):
         if name in graphs:
             c.add(path, "the name is also used in 'graphs'", "give the improved graph its own name")
         c.unknown_keys(spec, {"base", "edges", "criterion", "seed"}, path)
