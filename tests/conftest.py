@@ -28,3 +28,14 @@ def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
 @pytest.fixture
 def make_project(tmp_path: Path) -> Callable[[str], Path]:
     return lambda params_file="params.yaml": copy_project(tmp_path, params_file)
+
+
+@pytest.fixture
+def single_thread():
+    """One intra-op thread: faster for tiny models on a busy 2-core machine (two threads spin)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -12,13 +12,7 @@ from dssl.evaluation import PROTOCOLS, evaluate, stratified_split
 from dssl.models.backbones import create_backbone
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    """One intra-op thread: faster for these tiny models on a busy 2-core machine (two threads spin)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 class CountingImages(ArrayImageSet):

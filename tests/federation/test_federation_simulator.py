@@ -28,13 +28,7 @@ from dssl.federation.simulator import progress_enabled
 from dssl.methods import create_method
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    """One intra-op thread: faster for these tiny models on a busy 2-core machine (two threads spin)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def assert_same_state(a: dict, b: dict) -> None:

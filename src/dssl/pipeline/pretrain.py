@@ -71,8 +71,9 @@ def optimizer_config(params: dict, model: str) -> dict:
     return dict(params["pretrain"]["optimizers"][family])
 
 
-def save_run(out: Path, method, result, record: dict[str, Any]) -> None:
-    """Weights (whole method and encoder alone) and the run's history, written atomically."""
+def finish_run(stage: Stage, out: Path, method, result, read: dict, inputs: list[Path], **extra: Any) -> Path:
+    """Save the weights (whole method and encoder alone) and the run's history atomically, then log
+    the stage with the pretraining dataset and ``inputs`` as its inputs."""
     import torch
 
     method.load_state_dict(result.final_state)
@@ -80,9 +81,12 @@ def save_run(out: Path, method, result, record: dict[str, Any]) -> None:
     with atomic_dir(out) as tmp:
         torch.save(method.state_dict(), tmp / "model.pt")
         torch.save(method.encoder.state_dict(), tmp / "encoder.pt")
-        history = {**record, "schedule": result.schedule, "rounds": result.metrics,
-                   "resumed_rounds": result.resumed_rounds}
+        history = {"stage": stage.stage_name, "params": read, **extra, "schedule": result.schedule,
+                   "rounds": result.metrics, "resumed_rounds": result.resumed_rounds}
         (tmp / "history.json").write_text(json.dumps(history, indent=1, sort_keys=True, default=float) + "\n")
+    stage.log(read, summary_metrics(result), artifacts=[out / "history.json"],
+              inputs=[prepared_dir(stage.params["pretrain"]["dataset"]), *inputs])
+    return out
 
 
 def summary_metrics(result) -> dict[str, float]:
@@ -117,11 +121,7 @@ def run_fl(model: str, partition: str, params_path: Path | str) -> Path:
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / stage.stage_name,
                             run_config=read, on_mismatch="restart")
     result = simulator.run()
-    out = model_dir("fl", model, partition)
-    save_run(out, method, result, {"stage": stage.stage_name, "params": read})
-    stage.log(read, summary_metrics(result), artifacts=[out / "history.json"],
-              inputs=[prepared_dir(params["pretrain"]["dataset"]), partition_dir(partition)])
-    return out
+    return finish_run(stage, model_dir("fl", model, partition), method, result, read, [partition_dir(partition)])
 
 
 def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
@@ -151,12 +151,8 @@ def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
     simulator = DecLSimulator(method, clients, strategy, mixing, config,
                               checkpoint_dir=CHECKPOINTS / stage.stage_name, run_config=read, on_mismatch="restart")
     result = simulator.run()
-    out = model_dir("decl", model, graph)
-    save_run(out, method, result, {"stage": stage.stage_name, "params": read, "mixing": mixing.tolist()})
-    stage.log(read, summary_metrics(result), artifacts=[out / "history.json"],
-              inputs=[prepared_dir(params["pretrain"]["dataset"]), partition_dir(decl_section["partition"]),
-                      graph_file(graph)])
-    return out
+    return finish_run(stage, model_dir("decl", model, graph), method, result, read,
+                      [partition_dir(decl_section["partition"]), graph_file(graph)], mixing=mixing.tolist())
 
 
 def run_central(model: str, params_path: Path | str) -> Path:
@@ -179,11 +175,7 @@ def run_central(model: str, params_path: Path | str) -> Path:
     simulator = FLSimulator(method, pooled, create_strategy("fedavg"), config,
                             checkpoint_dir=CHECKPOINTS / stage.stage_name, run_config=read, on_mismatch="restart")
     result = simulator.run()
-    out = model_dir("central", model)
-    save_run(out, method, result, {"stage": stage.stage_name, "params": read})
-    stage.log(read, summary_metrics(result), artifacts=[out / "history.json"],
-              inputs=[prepared_dir(params["pretrain"]["dataset"])])
-    return out
+    return finish_run(stage, model_dir("central", model), method, result, read, [])
 
 
 def graph_spec(params: dict, graph: str) -> dict:
