@@ -15,12 +15,13 @@ import torch
 import torchvision
 from PIL import Image
 
+from dssl.artifacts import ArtifactError
 from dssl.data.datasets import DATASETS, DatasetError, load_split
 from dssl.data.imageset import ArrayImageSet, FileImageSet
 
 
 def test_registry_names() -> None:
-    assert set(DATASETS) == {"digits", "cifar10", "cifar100", "mini_imagenet", "imagenet"}
+    assert set(DATASETS) == {"digits", "digits_on_photos", "cifar10", "cifar100", "mini_imagenet", "imagenet"}
 
 
 def test_unknown_spec_key_is_an_error(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_array_image_set_batches(digits_dir: Path) -> None:
 def test_unknown_split_and_unprepared_folder(digits_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="no split 'val'"):
         load_split(digits_dir, "val")
-    with pytest.raises(DatasetError, match="not a prepared dataset"):
+    with pytest.raises(ArtifactError, match="not a prepared dataset"):
         load_split(tmp_path, "train")
 
 

@@ -131,7 +131,7 @@ def test_checkpoint_of_another_configuration_is_refused_or_restarted(tmp_path, r
         helper.build("fl", tmp_path, seed=9).run()
     restarted = helper.build("fl", tmp_path, seed=9, on_mismatch="restart").run()
     assert restarted.resumed_rounds == 0
-    assert torch.load(tmp_path / CHECKPOINT_NAME, weights_only=False)["completed_rounds"] == helper.ROUNDS
+    assert torch.load(tmp_path / CHECKPOINT_NAME, weights_only=True)["completed_rounds"] == helper.ROUNDS
 
 
 def test_keep_local_keeps_the_predictor_on_the_clients():
@@ -189,7 +189,7 @@ def test_killed_run_resumes_to_identical_final_weights(kind, tmp_path, reference
             process.kill()
             process.join()
     assert process.exitcode == -signal.SIGKILL
-    assert torch.load(checkpoints / CHECKPOINT_NAME, weights_only=False)["completed_rounds"] == 2
+    assert torch.load(checkpoints / CHECKPOINT_NAME, weights_only=True)["completed_rounds"] == 2
     resumed = helper.run(kind, checkpoints)
     assert resumed.resumed_rounds == 2
     assert_same_state(resumed.final_state, reference[kind].final_state)

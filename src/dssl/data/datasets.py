@@ -9,10 +9,15 @@ Which data the papers use:
   CIFAR-100 and ImageNet; paper B (FedEMA, ICLR 2022) trains and evaluates on CIFAR-10/100.
 - The embedded profile uses scikit-learn's handwritten digits, which ship inside the package, so the
   pipeline runs with no network.
+- ``digits_on_photos`` (also offline) blends those digits onto crops of the two colour photographs
+  scikit-learn ships, as MNIST-M does with MNIST (Ganin et al., 2016): raw pixels separate its classes
+  poorly, so what pretraining learns shows in the evaluation (builder: ``dssl.data.photo_digits``).
 
 Prepared folder (``data/prepared/<dataset>/``):
 - ``meta.json``: name, source, format, classes, sizes per split, image shape ``[C, H, W]``, resolved spec.
-- ``format == "arrays"``: ``<split>.npz`` with ``images`` (uint8 ``[N, H, W, C]``) and ``labels`` (int64).
+- ``format == "arrays"``: ``<split>.npz`` with ``images`` (uint8 ``[N, H, W, C]``) and ``labels`` (int64);
+  ``digits_on_photos`` adds int64 provenance arrays (``source``, ``photo``, ``crop``), which
+  ``load_split`` ignores and ``load_provenance`` returns.
 - ``format == "files"``: ``<split>.csv`` with ``path,label`` rows (paths relative to ``root``, which is kept
   as written in params.yaml: a relative root is read from the working directory, the project root when
   the pipeline runs); images are decoded on demand.
@@ -26,11 +31,14 @@ import json
 import math
 import urllib.error
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from dssl.artifacts import ArtifactError, check_keys, read_json, require_file
+from dssl.data import photo_digits
 from dssl.data.imageset import (
     ArrayImageSet,
     DatasetError,
@@ -41,7 +49,8 @@ from dssl.data.imageset import (
     save_arrays,
 )
 
-__all__ = ["DATASETS", "DatasetEntry", "DatasetError", "ImageSet", "load_split", "write_json"]
+__all__ = ["ArtifactError", "DATASETS", "DatasetEntry", "DatasetError", "ImageSet", "load_provenance",
+           "load_split", "write_json"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")  # matched case-insensitively (ImageNet ships .JPEG)
 DIGITS_SIZE = 1797  # images in scikit-learn's load_digits
@@ -86,20 +95,64 @@ def write_json(path: Path, obj: Any) -> None:
     Path(path).write_text(json.dumps(obj, sort_keys=True, indent=1) + "\n", encoding="utf-8")
 
 
+META_KEYS = {"name": str, "format": str, "num_classes": int, "splits": list}
+
+
 def load_split(prepared_dir: Path, split: str) -> ImageSet:
-    """The ``split`` (``train``, ``test``, optionally ``val``) of a prepared dataset as an ``ImageSet``."""
+    """The ``split`` (``train``, ``test``, optionally ``val``) of a prepared dataset as an ``ImageSet``.
+
+    A missing or damaged prepared file is an ``ArtifactError`` naming it; an unknown split is a
+    ``DatasetError`` (the request is wrong, not the file).
+    """
     prepared_dir = Path(prepared_dir)
     meta_path = prepared_dir / "meta.json"
-    if not meta_path.is_file():
-        raise DatasetError(f"{prepared_dir} is not a prepared dataset (no meta.json): run its prepare stage")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    if not meta_path.exists():
+        raise ArtifactError(meta_path, f"missing, so {prepared_dir} is not a prepared dataset")
+    meta = read_json(meta_path, META_KEYS)
     if split not in meta["splits"]:
         raise DatasetError(f"{meta['name']} has no split '{split}'; prepared splits: {meta['splits']}")
     if meta["format"] == "arrays":
-        arrays = load_arrays(prepared_dir / f"{split}.npz")
-        return ArrayImageSet(arrays["images"], arrays["labels"], meta["num_classes"])
-    paths, labels = _read_index(prepared_dir / f"{split}.csv")
-    return FileImageSet(Path(meta["root"]), paths, labels, meta["num_classes"], meta["image_size"])
+        return _array_split(prepared_dir / f"{split}.npz", meta["num_classes"])
+    if meta["format"] == "files":
+        check_keys(meta_path, meta, {"root": str, "image_size": int})
+        paths, labels = _read_index(prepared_dir / f"{split}.csv")
+        _check_labels(prepared_dir / f"{split}.csv", labels, meta["num_classes"])
+        return FileImageSet(Path(meta["root"]), paths, labels, meta["num_classes"], meta["image_size"])
+    raise ArtifactError(meta_path, f"unknown format {meta['format']!r} (expected 'arrays' or 'files')")
+
+
+def load_provenance(prepared_dir: Path, split: str) -> dict[str, np.ndarray]:
+    """The per-image arrays of an ``arrays`` split beyond ``images`` and ``labels`` ({} when none).
+
+    For ``digits_on_photos``: ``source`` (the image's digit, an index into ``load_digits``), ``photo``
+    (0 = china.jpg, 1 = flower.jpg; meta.json's ``composition.photos`` in that order) and ``crop``
+    (``[N, 2]`` top-left corner of the crop), e.g. for a partition of clients by photograph.
+    """
+    path = Path(prepared_dir) / f"{split}.npz"
+    arrays = load_arrays(path, ("images", "labels"))
+    extra = {name: array for name, array in arrays.items() if name not in ("images", "labels")}
+    for name, array in extra.items():
+        if len(array) != len(arrays["labels"]):
+            raise ArtifactError(path, f"array {name!r} has {len(array)} rows for {len(arrays['labels'])} images")
+    return extra
+
+
+def _array_split(path: Path, num_classes: int) -> ArrayImageSet:
+    arrays = load_arrays(path, ("images", "labels"))
+    images, labels = arrays["images"], arrays["labels"]
+    if images.dtype != np.uint8 or images.ndim != 4:
+        raise ArtifactError(path, f"array 'images' should be uint8 [N, H, W, C], got {images.dtype} "
+                                  f"{list(images.shape)}")
+    if labels.ndim != 1 or labels.dtype.kind not in "iu" or len(labels) != len(images):
+        raise ArtifactError(path, f"array 'labels' should be {len(images)} integers (one per image), got "
+                                  f"{labels.dtype} {list(labels.shape)}")
+    _check_labels(path, labels, num_classes)
+    return ArrayImageSet(images, labels, num_classes)
+
+
+def _check_labels(path: Path, labels: np.ndarray, num_classes: int) -> None:
+    if len(labels) and not (0 <= labels.min() and labels.max() < num_classes):
+        raise ArtifactError(path, f"labels outside 0..{num_classes - 1} (meta.json's num_classes)")
 
 
 # --- array datasets -------------------------------------------------------------------------------
@@ -125,24 +178,49 @@ def _save_splits(out_dir: Path, splits: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted train and test positions of a stratified split (scikit-learn's rounding: test = ceil)."""
+    """Sorted train and test positions of a stratified split (scikit-learn's rounding: test = ceil).
+
+    The test size is passed as an exact integer (``_test_count``), so scikit-learn never rounds a float.
+    """
     from sklearn.model_selection import train_test_split
 
     positions = np.arange(len(labels))
-    train, test = train_test_split(positions, test_size=test_fraction, random_state=seed, stratify=labels)
+    test_size = _test_count(len(labels), test_fraction)
+    train, test = train_test_split(positions, test_size=test_size, random_state=seed, stratify=labels)
     return np.sort(train), np.sort(test)
 
 
+def _test_count(total: int, test_fraction: float) -> int:
+    """ceil(test_fraction * total) in exact arithmetic on the fraction as written (0.1 is 1/10).
+
+    The float product can land a hair above an integer (0.1 * 30 = 3.0000000000000004) and ceil would
+    then take one sample too many; a count must not hinge on the last bit of a float.
+    """
+    return math.ceil(Fraction(repr(float(test_fraction))) * total)
+
+
 def _carved_train_size(total: int, test_fraction: float) -> int:
-    return total - math.ceil(test_fraction * total)
+    return total - _test_count(total, test_fraction)
+
+
+def _digit_levels(digits: Any) -> np.ndarray:
+    """scikit-learn's digits as int64 ``[N, 8, 8]`` intensities 0..16 (checked, so later integer
+    arithmetic on them is exact)."""
+    levels = digits.images.astype(np.int64)
+    if not np.array_equal(levels, digits.images) or levels.min() < 0 or levels.max() > 16:
+        raise DatasetError("scikit-learn's digits are expected to hold integer intensities 0..16")
+    return levels
 
 
 def _prepare_digits(spec: dict, out_dir: Path) -> dict:
     from sklearn.datasets import load_digits
 
     digits = load_digits()
-    # 8x8 intensities 0..16 -> 0..255, so every dataset shares the uint8 image convention.
-    images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., None]
+    # 8x8 intensities 0..16 -> 0..255, so every dataset shares the uint8 image convention. Integer
+    # arithmetic (round half up; the only half, 8 * 255 / 16 = 127.5, went up under numpy's rounding
+    # too), so no pixel hinges on a float rounding.
+    levels = _digit_levels(digits)
+    images = ((levels * 255 + 8) // 16).astype(np.uint8)[..., None]
     labels = digits.target.astype(np.int64)
     train, test = _stratified_split(labels, spec["test_fraction"], spec["split_seed"])
     splits = {"train": (images[train], labels[train]), "test": (images[test], labels[test])}
@@ -156,6 +234,77 @@ def _prepare_digits(spec: dict, out_dir: Path) -> dict:
 
 def _digits_train_size(spec: dict) -> int:
     return _carved_train_size(DIGITS_SIZE, spec["test_fraction"])
+
+
+def _check_photo_spec(spec: dict, photos: photo_digits.Photos) -> None:
+    size, copies = spec["image_size"], spec["composites_per_digit"]
+    if isinstance(size, bool) or not isinstance(size, int) or not 8 <= size <= photos.smallest_side:
+        raise DatasetError(f"datasets.digits_on_photos.image_size must be an integer in "
+                           f"8..{photos.smallest_side} (the photographs' smaller side), got {size!r}")
+    if isinstance(copies, bool) or not isinstance(copies, int) or copies < 1:
+        raise DatasetError(f"datasets.digits_on_photos.composites_per_digit must be an integer >= 1, "
+                           f"got {copies!r}")
+
+
+def _prepare_digits_on_photos(spec: dict, out_dir: Path) -> dict:
+    """Digits blended onto crops of scikit-learn's colour photographs (Ganin et al., 2016, MNIST-M).
+
+    The train/test split is made on the source digits, with the same stratified split (and so the
+    same digits) as ``digits`` for equal ``test_fraction`` and ``split_seed``: no digit reaches both
+    splits through different composites. Each training digit yields ``composites_per_digit``
+    composites (stored copy by copy: the first ``n_train`` images are copy 0), each test digit one
+    (copy 0), so test results stay comparable whatever the number of training copies. ``seed`` drives
+    the crops alone, so backgrounds can be redrawn with the labelled split held fixed.
+    """
+    from sklearn.datasets import load_digits
+
+    digits, photos = load_digits(), photo_digits.load_photos()
+    _check_photo_spec(spec, photos)
+    levels, labels = _digit_levels(digits), digits.target.astype(np.int64)
+    strokes = photo_digits.upscale_digits(levels, spec["image_size"])
+    rng = np.random.default_rng(spec["seed"])
+    copies = [photo_digits.composites_of_copy(strokes, photos, rng) for _ in range(spec["composites_per_digit"])]
+    train, test = _stratified_split(labels, spec["test_fraction"], spec["split_seed"])
+    arrays = {"train": _photo_split(copies, train, labels), "test": _photo_split(copies[:1], test, labels)}
+    for split, split_arrays in arrays.items():
+        save_arrays(out_dir / f"{split}.npz", **split_arrays)
+    meta = _array_meta(
+        "sklearn.datasets.load_digits on crops of sklearn.datasets.load_sample_images (china.jpg, flower.jpg)",
+        [str(name) for name in digits.target_names],
+        {split: (a["images"], a["labels"]) for split, a in arrays.items()})
+    meta["split"] = {"method": "stratified on source digits", "test_fraction": spec["test_fraction"],
+                     "seed": spec["split_seed"]}
+    meta["composition"] = _composition_meta(spec, photos)
+    return meta
+
+
+def _photo_split(copies: list[tuple[np.ndarray, photo_digits.Crops]], positions: np.ndarray,
+                 labels: np.ndarray) -> dict[str, np.ndarray]:
+    """The arrays of one split: the composites of the digits at ``positions``, copy after copy."""
+    def stack(values: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate([v[positions] for v in values])
+
+    return {
+        "images": stack([images for images, _ in copies]),
+        "labels": stack([labels] * len(copies)),
+        "source": stack([np.arange(len(labels), dtype=np.int64)] * len(copies)),
+        "photo": stack([crops.photo for _, crops in copies]),
+        "crop": stack([np.stack([crops.top, crops.left], axis=1) for _, crops in copies]),
+    }
+
+
+def _composition_meta(spec: dict, photos: photo_digits.Photos) -> dict:
+    return {
+        "method": "|photo_crop - digit| per channel (Ganin et al., 2016)",
+        "upscale": f"8x8 -> {spec['image_size']}x{spec['image_size']}, bilinear in integer arithmetic",
+        "composites_per_digit": {"train": spec["composites_per_digit"], "test": 1},
+        "crop_seed": spec["seed"],
+        "photos": photo_digits.photo_fingerprints(photos),
+    }
+
+
+def _digits_on_photos_train_size(spec: dict) -> int:
+    return _carved_train_size(DIGITS_SIZE, spec["test_fraction"]) * spec["composites_per_digit"]
 
 
 def _cifar_class(name: str) -> type:
@@ -262,9 +411,20 @@ def _write_index(path: Path, paths: list[str], labels: np.ndarray) -> None:
 
 
 def _read_index(path: Path) -> tuple[list[str], np.ndarray]:
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    return [row["path"] for row in rows], np.asarray([int(row["label"]) for row in rows], dtype=np.int64)
+    """(relative paths, labels) of a prepared ``<split>.csv``; a damaged index is an ``ArtifactError``."""
+    path = require_file(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            if reader.fieldnames is None or not {"path", "label"} <= set(reader.fieldnames):
+                raise ArtifactError(path, f"expected the columns path,label, found {reader.fieldnames}")
+            rows = list(reader)
+        labels = np.asarray([int(row["label"]) for row in rows], dtype=np.int64)
+    except (ValueError, TypeError, csv.Error, UnicodeDecodeError) as err:
+        if isinstance(err, ArtifactError):
+            raise
+        raise ArtifactError(path, f"not a valid path,label index, truncated or edited? ({err})") from err
+    return [row["path"] for row in rows], labels
 
 
 def _require_root(name: str, spec: dict) -> Path:
@@ -355,6 +515,15 @@ DATASETS: dict[str, DatasetEntry] = {
         defaults={"test_fraction": 0.25, "split_seed": 0},
         build=_prepare_digits,
         size_of_train=_digits_train_size,
+    ),
+    "digits_on_photos": DatasetEntry(
+        name="digits_on_photos",
+        description="scikit-learn digits blended onto crops of its two colour photographs "
+                    "(Ganin et al. 2016's MNIST-M construction), RGB, 10 classes (offline)",
+        defaults={"image_size": 24, "composites_per_digit": 1, "test_fraction": 0.25, "split_seed": 0,
+                  "seed": 0},
+        build=_prepare_digits_on_photos,
+        size_of_train=_digits_on_photos_train_size,
     ),
     "cifar10": _cifar_entry("cifar10", "CIFAR-10"),
     "cifar100": _cifar_entry("cifar100", "CIFAR-100"),

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from dssl.artifacts import load_npz
+
 if TYPE_CHECKING:  # torch costs seconds to import; the data and partition stages never need it
     import torch
 
@@ -127,20 +129,24 @@ def decode_image(path: Path, size: int) -> np.ndarray:
 def save_arrays(path: Path, **arrays: np.ndarray) -> None:
     """Write arrays as an ``.npz`` readable by ``np.load``, with byte-identical output for equal input.
 
-    ``np.savez`` stamps each member with the current time; here every member carries a fixed date so
-    that DVC sees the same content hash when a stage is re-run.
+    ``np.savez`` stamps each member with the current time and the creating OS; here every member
+    carries a fixed date and the Unix creator, and arrays are stored little-endian, so that DVC sees
+    the same content hash whenever and wherever a stage is re-run.
     """
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED) as archive:
         for name in sorted(arrays):
             info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.create_system = 3
             info.external_attr = 0o644 << 16
+            array = np.asarray(arrays[name])
+            array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
             with archive.open(info, "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+                np.lib.format.write_array(member, array, allow_pickle=False)
 
 
-def load_arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
+def load_arrays(path: Path, required: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` written by ``save_arrays``; a damaged file is an ``ArtifactError``."""
+    return load_npz(path, required)
 
 
 class ResizedImageSet(ImageSet):

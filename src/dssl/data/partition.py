@@ -17,7 +17,11 @@ Schemes (spec keys besides ``scheme``, ``clients`` and the pipeline's ``dataset`
   per client (see ``dssl.data.augment``).
 
 Every partition assigns each sample to at most one client; the same labels, spec and seed give the
-same partition bit for bit.
+same partition bit for bit, on any machine: the Dirichlet schemes compute real-valued shares with exp
+and log, whose last bits differ between CPUs (numpy's SIMD dispatch), so every sample count derived
+from them is first snapped to a grid of 1e-6 samples (``_snapped_floor``) -- a count changes only if
+a share lies within ~1e-13 of a grid midpoint, not whenever a share converges onto an integer -- and
+floats written to ``partition.json`` are rounded (``dssl.artifacts.stable_floats``).
 """
 
 from __future__ import annotations
@@ -31,9 +35,14 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from dssl.artifacts import ArtifactError, read_json, require_file, stable_float, stable_floats
+
 # Keys every partition spec may carry that are not scheme options (the pipeline's bookkeeping).
 COMMON_KEYS = ("scheme", "clients", "dataset", "seed")
 MIN_SIZE_MAX_DRAWS = 1000
+# Sample counts from real-valued shares are taken on a grid of 1 / SNAP_GRID samples (see
+# ``_snapped_floor``): far finer than a sample, far coarser than the ~1e-13 noise of exp/log.
+SNAP_GRID = 10**6
 
 # Paper A's released code (prepare_dataset.py, sampling="feature_skew"): per client
 # ColorJitter(brightness=0.5*u) with p=0.8, GaussianBlur(5, sigma=(0.1, 2.0)) with p=0.5,
@@ -141,6 +150,16 @@ def _class_members(labels: np.ndarray) -> list[np.ndarray]:
     return np.split(order, np.cumsum(np.bincount(labels))[:-1])
 
 
+def _snapped_floor(samples: np.ndarray) -> np.ndarray:
+    """floor(samples) as int64, after snapping to the grid 1 / SNAP_GRID.
+
+    Converged shares often sit on an integer count (a whole class to one client is N_c - 1e-12
+    samples); a plain floor would then depend on the last bits of exp/log. Snapping moves the
+    decision boundaries to k - 0.5 / SNAP_GRID, where no share gathers.
+    """
+    return np.rint(np.asarray(samples, dtype=np.float64) * SNAP_GRID).astype(np.int64) // SNAP_GRID
+
+
 def _alpha(options: dict) -> float:
     alpha = float(options["alpha"])
     if not alpha > 0:
@@ -165,10 +184,12 @@ def balance_shares(log_shares: np.ndarray, class_counts: np.ndarray,
     """Alternating column/row normalisation (Sinkhorn) of a clients x classes share matrix.
 
     Targets: column c sums to the class fraction N_c / N, every row to 1 / K, so that
-    floor(M[k, c] * N) samples of class c per client use up each class and clients end up
-    equal-sized. Paper A's code runs exactly 100 rounds (columns, then rows); here the rounds stop
-    once every class is matched to half a sample, or after ``max_iters``. Returns (M, rounds run).
-    Done in log space so entries far below the float range still take part.
+    floor(M[k, c] * N) samples of class c per client (snapped, ``_snapped_floor``) use up each class
+    and clients end up equal-sized. Paper A's code runs exactly 100 rounds (columns, then rows);
+    here the rounds stop once every class is matched to half a sample, or after ``max_iters``.
+    Returns (M, rounds run). Done in log space so entries far below the float range still take part.
+    The stopping test is on the error snapped to 1e-6 samples, so the round count does not hinge on
+    the last bits of exp.
     """
     n = class_counts.sum()
     present = class_counts > 0
@@ -178,7 +199,8 @@ def balance_shares(log_shares: np.ndarray, class_counts: np.ndarray,
     rounds = 0
     while rounds < max_iters:
         col = _logsumexp(log_m[:, present], axis=0)
-        if rounds and np.abs(np.exp(col.ravel()) * n - class_counts[present]).max() < 0.5:
+        error = np.abs(np.exp(col.ravel()) * n - class_counts[present]).max()
+        if rounds and np.rint(error * SNAP_GRID) < SNAP_GRID // 2:
             break
         log_m[:, present] += log_cols - col
         log_m += log_rows - _logsumexp(log_m, axis=1)
@@ -194,7 +216,7 @@ def _dirichlet_balanced(labels: np.ndarray, clients: int, options: dict,
     # Gamma(alpha) variates give the same matrix as per-class Dir(alpha) vectors.
     log_shares = _log_gamma(rng, _alpha(options), (clients, len(members)))
     shares, rounds = balance_shares(log_shares, counts, int(options["sinkhorn_iters"]))
-    quota = np.floor(shares * len(labels)).astype(np.int64)
+    quota = _snapped_floor(shares * len(labels))
     parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
     for c, idx in enumerate(members):
         # The code slices each class in dataset order; shuffling first (seeded) keeps the slices
@@ -207,7 +229,8 @@ def _dirichlet_balanced(labels: np.ndarray, clients: int, options: dict,
         for k in range(clients):
             parts[k].append(shuffled[starts[k]:ends[k]])
     column_error = np.abs(shares.sum(axis=0) * len(labels) - counts).max()
-    meta = {"sinkhorn_rounds": rounds, "max_class_quota_error": float(column_error)}
+    # In samples, to 1e-6: the exp/log noise (~1e-13) is far below, so the written digits are stable.
+    meta = {"sinkhorn_rounds": rounds, "max_class_quota_error": stable_float(column_error, decimals=6)}
     return [np.concatenate(p) for p in parts], None, meta
 
 
@@ -238,8 +261,9 @@ def _min_size_draw(members: list[np.ndarray], n: int, clients: int, alpha: float
         shuffled = rng.permutation(idx)
         # Zeroing full clients and renormalising = a Dirichlet over the others (aggregation property);
         # some client is always below N/K because fewer than N samples are assigned so far.
-        shares = _dirichlet_among(rng, alpha, sizes < n / clients)
-        cuts = (np.cumsum(shares) * len(shuffled)).astype(np.int64)[:-1]
+        shares = _dirichlet_among(rng, alpha, sizes * clients < n)  # sizes < N/K, in integers
+        # A client with a share of ~1e-12 ends at len - 1e-9: snapped, not truncated (see above).
+        cuts = _snapped_floor(np.cumsum(shares) * len(shuffled))[:-1]
         for k, piece in enumerate(np.split(shuffled, cuts)):
             parts[k].append(piece)
             sizes[k] += len(piece)
@@ -286,7 +310,7 @@ def _feature(labels: np.ndarray, clients: int, options: dict, rng: np.random.Gen
     strengths = rng.random(clients)  # u_i ~ U(0, 1), drawn once per client
     augment = [
         {
-            "brightness": float(ranges["brightness_max"] * u),
+            "brightness": stable_float(ranges["brightness_max"] * u),
             "brightness_p": float(ranges["brightness_p"]),
             "blur_kernel": int(ranges["blur_kernel"]),
             "blur_sigma": [float(s) for s in ranges["blur_sigma"]],
@@ -328,7 +352,7 @@ def save_partition(partition: Partition, labels: np.ndarray, num_classes: int, o
         "scheme": partition.scheme,
         "seed": partition.seed,
         "spec": partition.spec,
-        "meta": partition.meta,
+        "meta": stable_floats(partition.meta),
         "num_samples": int(len(labels)),
         "num_classes": int(num_classes),
         "client_sizes": partition.sizes().tolist(),
@@ -345,15 +369,77 @@ def save_partition(partition: Partition, labels: np.ndarray, num_classes: int, o
     return counts
 
 
+PARTITION_KEYS = {
+    "scheme": str, "seed": int, "spec": dict, "meta": dict, "num_samples": int, "num_classes": int,
+    "client_sizes": list, "client_indices": list, "client_augment": (list, type(None)),
+}
+
+
 def load_partition(path: Path) -> Partition:
-    """Read a partition saved by ``save_partition`` (its folder or its ``partition.json``)."""
+    """Read a partition saved by ``save_partition`` (its folder or its ``partition.json``).
+
+    A missing, truncated or inconsistent file is an ``ArtifactError`` naming it.
+    """
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() or not path.suffix:
         path = path / "partition.json"
-    document = json.loads(path.read_text(encoding="utf-8"))
-    indices = [np.asarray(idx, dtype=np.int64) for idx in document["client_indices"]]
-    return Partition(indices, document["client_augment"], document["scheme"], document["meta"],
-                     document["spec"], document["seed"])
+    document = read_json(path, PARTITION_KEYS)
+    indices = [_client_indices(path, k, idx, document["num_samples"])
+               for k, idx in enumerate(document["client_indices"])]
+    if [len(idx) for idx in indices] != document["client_sizes"]:
+        raise ArtifactError(path, "'client_sizes' do not match the lengths of 'client_indices'")
+    augment = document["client_augment"]
+    if augment is not None and (len(augment) != len(indices) or not all(isinstance(a, dict) for a in augment)):
+        raise ArtifactError(path, f"'client_augment' should hold one object per client ({len(indices)})")
+    return Partition(indices, augment, document["scheme"], document["meta"], document["spec"], document["seed"])
+
+
+def _client_indices(path: Path, client: int, values: object, num_samples: int) -> np.ndarray:
+    if not isinstance(values, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ArtifactError(path, f"'client_indices'[{client}] should be a list of sample indices")
+    indices = np.asarray(values, dtype=np.int64)
+    if len(indices) and (indices.min() < 0 or indices.max() >= num_samples):
+        raise ArtifactError(path, f"'client_indices'[{client}] has indices outside 0..{num_samples - 1}")
+    return indices
+
+
+def load_counts(path: Path) -> np.ndarray:
+    """The [clients, classes] int64 count matrix of a ``counts.csv`` (or its partition folder).
+
+    Every (client, class) pair must appear once, as ``save_partition`` writes them; anything else is
+    an ``ArtifactError`` naming the file.
+    """
+    path = Path(path)
+    if path.is_dir() or not path.suffix:
+        path = path / "counts.csv"
+    rows = _count_rows(require_file(path))
+    if not rows:
+        raise ArtifactError(path, "holds no client/class rows")
+    clients = 1 + max(client for client, _, _ in rows)
+    classes = 1 + max(label for _, label, _ in rows)
+    matrix = np.full((clients, classes), -1, dtype=np.int64)
+    for client, label, count in rows:
+        matrix[client, label] = count
+    if len(rows) != clients * classes or (matrix < 0).any():
+        raise ArtifactError(path, f"expected one row per (client, class) pair, {clients} x {classes}, "
+                                  f"with counts >= 0")
+    return matrix
+
+
+def _count_rows(path: Path) -> list[tuple[int, int, int]]:
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            if reader.fieldnames != ["client", "class", "count"]:
+                raise ArtifactError(path, f"expected the header client,class,count, found {reader.fieldnames}")
+            rows = [(int(row["client"]), int(row["class"]), int(row["count"])) for row in reader]
+    except (ValueError, TypeError, csv.Error, UnicodeDecodeError) as err:
+        if isinstance(err, ArtifactError):
+            raise
+        raise ArtifactError(path, f"not a valid counts table, truncated or edited? ({err})") from err
+    if any(client < 0 or label < 0 for client, label, _ in rows):
+        raise ArtifactError(path, "negative client or class number")
+    return rows
 
 
 # --- statistics and figure ------------------------------------------------------------------------

@@ -9,12 +9,18 @@ Layout of ``<directory>/checkpoint.pt`` (a ``torch.save`` dict):
 - ``client_states``: DecL only, the stacked per-client model tensors (``StackedStates.tensors()``)
 - ``local_states``: one dict per client, the strategy's persistent per-client state
 - ``strategy``: the strategy's own ``state_dict()``
-- ``rng``: global torch RNG states at the end of the round (the per-round streams are re-derived
-  from the seed, see ``reproducibility``)
+- ``rng``: global torch RNG states at the end of the round, as CPU/CUDA byte tensors (the
+  per-round streams are re-derived from the seed, see ``reproducibility``, so no Python or numpy
+  generator state is stored; the optimizer is reset every round, so no optimizer state either)
 - ``metrics``: the per-round metrics so far
 
+Only tensors and plain Python values (dict, list, tuple, str, int, float, bool, None) are stored,
+checked when saving, so that a checkpoint loads with ``torch.load(weights_only=True)``: loading it
+never runs code from the file.
+
 The file is written to a temporary name, flushed to disk, and renamed over the old one, so a run
-killed at any moment leaves either the previous or the new checkpoint, never a torn one.
+killed at any moment leaves either the previous or the new checkpoint, never a torn one. A checkpoint
+that is damaged anyway (a copy cut short, a full disk) is an ``ArtifactError`` that says to delete it.
 """
 
 from __future__ import annotations
@@ -27,8 +33,15 @@ from typing import Any, Mapping
 
 import torch
 
+from dssl.artifacts import ArtifactError, check_keys, load_torch
+
 CHECKPOINT_FORMAT = 1
 CHECKPOINT_NAME = "checkpoint.pt"
+# Keys every checkpoint holds besides format and fingerprint; plus global_states (FL) or client_states (DecL).
+CHECKPOINT_KEYS = {"completed_rounds": int, "schedule": list, "local_states": list, "strategy": dict,
+                   "rng": dict, "metrics": list}
+MODEL_KEYS = ("global_states", "client_states")
+_PLAIN = (bool, int, float, str, type(None))
 
 
 class CheckpointMismatchError(RuntimeError):
@@ -46,13 +59,19 @@ def checkpoint_path(directory: Path | str) -> Path:
 
 
 def save_checkpoint(directory: Path | str, payload: Mapping[str, Any]) -> Path:
-    """Write ``payload`` atomically (temp file + fsync + os.replace) and return its path."""
+    """Write ``payload`` atomically (temp file + fsync + os.replace) and return its path.
+
+    A value ``torch.load(weights_only=True)`` could not read back (a numpy array or scalar, an enum,
+    any other object) is a TypeError here, when it is written, not at the resume that needs it.
+    """
+    payload = {"format": CHECKPOINT_FORMAT, **payload}
+    _check_plain(payload, "payload")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     target = checkpoint_path(directory)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with open(temporary, "wb") as handle:
-        torch.save({"format": CHECKPOINT_FORMAT, **payload}, handle)
+        torch.save(payload, handle)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, target)
@@ -60,16 +79,44 @@ def save_checkpoint(directory: Path | str, payload: Mapping[str, Any]) -> Path:
     return target
 
 
+def _check_plain(value: Any, where: str) -> None:
+    """Tensors and plain Python values only: what a weights-only load accepts."""
+    kind = type(value)
+    if kind in _PLAIN or isinstance(value, torch.Tensor):
+        return
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) not in (str, int):
+                raise TypeError(f"checkpoint {where}: key {key!r} must be a str or int")
+            _check_plain(item, f"{where}[{key!r}]")
+        return
+    if kind in (list, tuple):
+        for index, item in enumerate(value):
+            _check_plain(item, f"{where}[{index}]")
+        return
+    raise TypeError(f"checkpoint {where}: {kind.__module__}.{kind.__qualname__} cannot be loaded with "
+                    "weights_only=True; store it as a tensor or plain Python values")
+
+
+def corrupt_recovery(path: Path) -> str:
+    return (f"A checkpoint only lets an interrupted run resume: delete it (`rm {path}`) to restart "
+            "the run from its first round.")
+
+
 def load_checkpoint(directory: Path | str, expected_fingerprint: str,
                     device: torch.device | str = "cpu") -> dict[str, Any] | None:
     """The checkpoint in ``directory`` with its tensors on ``device`` (None if there is none).
 
-    A checkpoint of another configuration or format is a CheckpointMismatchError.
+    A checkpoint of another configuration or format is a CheckpointMismatchError; a damaged one (not
+    loadable with ``weights_only=True``, or missing an entry) is an ``ArtifactError``.
     """
     path = checkpoint_path(directory)
     if not path.is_file():
         return None
-    payload = torch.load(path, map_location=device, weights_only=False)
+    recovery = corrupt_recovery(path)
+    payload = load_torch(path, map_location=device, recovery=recovery)
+    if not isinstance(payload, dict):
+        raise ArtifactError(path, f"expected a dict, got {type(payload).__name__}", recovery=recovery)
     if payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointMismatchError(
             f"{path} has checkpoint format {payload.get('format')!r}, this code writes {CHECKPOINT_FORMAT}; "
@@ -79,6 +126,9 @@ def load_checkpoint(directory: Path | str, expected_fingerprint: str,
             f"{path} was written by a run with a different configuration (fingerprint "
             f"{str(payload.get('fingerprint'))[:12]}..., this run {expected_fingerprint[:12]}...); "
             "use another checkpoint directory, delete it, or start over with on_mismatch='restart'")
+    check_keys(path, payload, CHECKPOINT_KEYS, what="entry", recovery=recovery)
+    if not any(key in payload for key in MODEL_KEYS):
+        raise ArtifactError(path, f"holds no model states (neither of {list(MODEL_KEYS)})", recovery=recovery)
     return payload
 
 

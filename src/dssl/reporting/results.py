@@ -7,12 +7,13 @@ mean and, when several seeds exist, the std and n, so that gaps can be judged ag
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
+
+from dssl.artifacts import ArtifactError, read_json
 
 REQUIRED_KEYS = (
     "framework", "model", "method", "backbone", "family",
@@ -27,15 +28,16 @@ PROTOCOLS = ("linear_probe", "finetune")
 def load_results(folder: Path | str) -> pd.DataFrame:
     """All result JSONs under ``folder`` (recursively), one row each, plus the ``file`` they came from.
 
-    Raises ValueError naming the file and the problem (bad JSON, missing key, unknown framework or
-    protocol, accuracy outside [0, 1]) and when the folder holds no result file at all.
+    Raises ``ArtifactError`` (a ValueError) naming the file and the problem (bad JSON, missing key,
+    unknown framework or protocol, accuracy outside [0, 1]), and when the folder is missing or holds
+    no result file at all.
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise FileNotFoundError(f"result folder {folder} does not exist")
+        raise ArtifactError(folder, "the result folder does not exist (no evaluation has run yet?)")
     files = sorted(folder.rglob("*.json"))
     if not files:
-        raise ValueError(f"no result files (*.json) under {folder}")
+        raise ArtifactError(folder, "no result files (*.json) under this folder")
     rows = [_read_result(path) for path in files]
     # object columns keep None as None (pandas' string dtype would turn it into NaN)
     df = pd.DataFrame(rows, columns=[*REQUIRED_KEYS, "file"], dtype=object)
@@ -43,31 +45,21 @@ def load_results(folder: Path | str) -> pd.DataFrame:
 
 
 def _read_result(path: Path) -> dict[str, Any]:
-    try:
-        record = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"result file {path}: not valid JSON ({err})") from err
-    if not isinstance(record, dict):
-        raise ValueError(f"result file {path}: expected a JSON object, got {type(record).__name__}")
-    missing = [key for key in REQUIRED_KEYS if key not in record]
-    if missing:
-        raise ValueError(f"result file {path}: missing key {missing[0]!r} (all missing: {missing})")
+    record = read_json(path, REQUIRED_KEYS)
     _check_values(path, record)
     return {**{key: record[key] for key in REQUIRED_KEYS}, "file": str(path)}
 
 
 def _check_values(path: Path, record: dict[str, Any]) -> None:
     if record["framework"] not in FRAMEWORKS:
-        raise ValueError(f"result file {path}: key 'framework' is {record['framework']!r}, "
-                         f"expected one of {FRAMEWORKS}")
+        raise ArtifactError(path, f"key 'framework' is {record['framework']!r}, expected one of {FRAMEWORKS}")
     if record["protocol"] not in PROTOCOLS:
-        raise ValueError(f"result file {path}: key 'protocol' is {record['protocol']!r}, "
-                         f"expected one of {PROTOCOLS}")
-    if not isinstance(record["seed"], int):
-        raise ValueError(f"result file {path}: key 'seed' must be an integer, got {record['seed']!r}")
+        raise ArtifactError(path, f"key 'protocol' is {record['protocol']!r}, expected one of {PROTOCOLS}")
+    if not isinstance(record["seed"], int) or isinstance(record["seed"], bool):
+        raise ArtifactError(path, f"key 'seed' must be an integer, got {record['seed']!r}")
     accuracy = record["test_acc"]
-    if not isinstance(accuracy, (int, float)) or not 0.0 <= accuracy <= 1.0:
-        raise ValueError(f"result file {path}: key 'test_acc' must be a number in [0, 1], got {accuracy!r}")
+    if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) or not 0.0 <= accuracy <= 1.0:
+        raise ArtifactError(path, f"key 'test_acc' must be a number in [0, 1], got {accuracy!r}")
 
 
 def summarise(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:

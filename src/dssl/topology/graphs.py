@@ -11,18 +11,31 @@ Topologies (registry ``TOPOLOGIES``, keyed by the names used in params.yaml):
 Both random topologies are conditioned on connectivity by resampling with the same seeded stream.
 The released code of paper A builds a spanning tree plus edges from an unseeded RNG instead; we use a
 seeded, documented model so the same seed gives the same graph bit for bit.
+
+Bit for bit on any machine: every decision about edges is integer (integer RNG draws, the edge count
+in exact rational arithmetic, connectivity by breadth-first search rather than by an eigenvalue), and
+the floats written to graph.json are rounded (see ``save_graph``), because eigenvalues from LAPACK
+differ in their last bits between CPUs and BLAS builds.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from dssl.artifacts import ArtifactError, read_json, stable_float, stable_floats
+
 MAX_RESAMPLES = 1000
+# Significant digits written to graph.json. Mixing weights are exact quotients of small integers
+# (correctly rounded on every machine); statistics include LAPACK eigenvalues, whose last ~2 digits
+# vary between machines, so they keep 8 digits, far from that noise.
+MIXING_DIGITS = 12
+STATS_DIGITS = 8
 
 
 class GraphError(ValueError):
@@ -56,7 +69,10 @@ class Graph:
 
 
 def _edge_count_for(num_clients: int, connectivity: float) -> int:
-    return int(round(num_clients * (connectivity - 1) / 2))
+    """round(N (|A| - 1) / 2) (half to even) in exact arithmetic on |A| as written (2.3 is 23/10):
+    the float product can fall a hair below or above a half and tip the count."""
+    exact = Fraction(repr(float(connectivity)))
+    return round(num_clients * (exact - 1) / 2)
 
 
 def _from_networkx(nx_graph, num_clients: int) -> np.ndarray:
@@ -67,6 +83,7 @@ def _from_networkx(nx_graph, num_clients: int) -> np.ndarray:
 
 
 def _is_connected(adjacency: np.ndarray) -> bool:
+    """Breadth-first search from client 0: exact, unlike testing an eigenvalue against zero."""
     seen = np.zeros(len(adjacency), dtype=bool)
     frontier = [0]
     seen[0] = True
@@ -200,30 +217,62 @@ def graph_stats(graph: Graph, mixings: dict[str, np.ndarray]) -> dict[str, float
 
 
 def save_graph(graph: Graph, mixings: dict[str, np.ndarray], path: Path) -> dict[str, float]:
-    """Write graph.json (deterministic bytes) and return its statistics."""
-    stats = graph_stats(graph, mixings)
+    """Write graph.json (deterministic bytes on any machine) and return its statistics as written.
+
+    Floats are rounded (``dssl.artifacts.stable_float``): mixing weights to MIXING_DIGITS significant
+    digits, statistics to STATS_DIGITS, anything below 1e-12 in magnitude to 0.
+    """
+    stats = {k: stable_float(v, STATS_DIGITS) for k, v in graph_stats(graph, mixings).items()}
     record = {
         "topology": graph.topology,
         "num_clients": graph.num_clients,
-        "target_connectivity": graph.target_connectivity,
+        "target_connectivity": stable_float(graph.target_connectivity, MIXING_DIGITS),
         "seed": graph.seed,
         "spec": graph.spec,
         "edges": graph.edges(),
         "closed_neighbourhood_sizes": graph.closed_neighbourhood_sizes().tolist(),
-        "stats": {k: round(v, 12) for k, v in stats.items()},
-        "mixing": {rule: np.round(m, 12).tolist() for rule, m in mixings.items()},
+        "stats": stats,
+        "mixing": {rule: stable_floats(np.asarray(m, dtype=np.float64), MIXING_DIGITS)
+                   for rule, m in mixings.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return stats
 
 
+GRAPH_KEYS = {"topology": str, "num_clients": int, "target_connectivity": float, "seed": int, "spec": dict,
+              "edges": list, "mixing": dict}
+
+
 def load_graph(path: Path) -> tuple[Graph, dict[str, np.ndarray]]:
-    """Read a graph.json back: the graph and its saved mixing matrices."""
-    record = json.loads(Path(path).read_text())
+    """Read a graph.json back: the graph and its saved mixing matrices.
+
+    A missing, truncated or inconsistent file is an ``ArtifactError`` naming it.
+    """
+    record = read_json(path, GRAPH_KEYS)
     n = record["num_clients"]
     adjacency = np.zeros((n, n), dtype=bool)
-    for i, j in record["edges"]:
+    for edge in record["edges"]:
+        if not _is_edge(edge, n):
+            raise ArtifactError(path, f"edge {edge!r} is not a pair of distinct clients in 0..{n - 1}")
+        i, j = edge
         adjacency[i, j] = adjacency[j, i] = True
-    graph = Graph(adjacency, record["topology"], record["target_connectivity"], record["seed"], record["spec"])
-    return graph, {rule: np.asarray(m) for rule, m in record["mixing"].items()}
+    graph = Graph(adjacency, record["topology"], float(record["target_connectivity"]), record["seed"],
+                  record["spec"])
+    return graph, {rule: _mixing(path, rule, m, n) for rule, m in record["mixing"].items()}
+
+
+def _is_edge(edge: object, n: int) -> bool:
+    return (isinstance(edge, list) and len(edge) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n for v in edge)
+            and edge[0] != edge[1])
+
+
+def _mixing(path: Path, rule: str, values: object, n: int) -> np.ndarray:
+    try:
+        matrix = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ArtifactError(path, f"mixing matrix {rule!r} is not a numeric matrix ({err})") from err
+    if matrix.shape != (n, n):
+        raise ArtifactError(path, f"mixing matrix {rule!r} should be {n} x {n}, got shape {list(matrix.shape)}")
+    return matrix

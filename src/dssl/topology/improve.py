@@ -4,7 +4,8 @@ Paper A (Section 4.3, after Theorem 4.6) suggests raising the average connectivi
 network, "identifying under-connected clients and creating additional direct communication links".
 :func:`improve_graph` adds k edges one at a time; at each step every candidate non-edge is scored by a
 criterion from the registry ``IMPROVE_CRITERIA`` (higher score is better) and the best is added, ties
-broken by a seeded Generator:
+broken by a seeded Generator (scores within ``TIE_TOLERANCE`` of the best count as ties, so that
+eigenvalue noise between machines cannot change the chosen edge):
 
 - ``"sensitivity"``: lower the DecL sensitivity of the linear theory model (Theorem 4.4's s of the
   minimiser of Eq. (1)'s DecL objective, from dssl.theory); needs a theory cfg or a prebuilt model;
@@ -28,6 +29,11 @@ if TYPE_CHECKING:  # the theory package is imported lazily: graphs must not need
     from dssl.theory.solutions import TheoryModel
 
 DEFAULT_MAX_CANDIDATES = 512
+# Scores within this (relative to max(1, |best|)) of the best are ties, broken by the seeded RNG.
+# Candidates that are equal in exact arithmetic (isomorphic graphs) get eigenvalues that differ by
+# ~1e-15, and by different amounts on different CPUs / LAPACK builds; a tolerance far above that
+# noise keeps the chosen edge, an integer decision, the same on every machine.
+TIE_TOLERANCE = 1e-9
 
 
 def _validated(adjacency: np.ndarray) -> np.ndarray:
@@ -152,8 +158,9 @@ def _step_metrics(adjacency: np.ndarray, model: TheoryModel | None, eval_model: 
 
 
 def _choose(scores: np.ndarray, rng: np.random.Generator) -> int:
+    """Index of the best score; near-ties (TIE_TOLERANCE) are broken by ``rng``."""
     best = float(np.max(scores))
-    ties = np.flatnonzero(scores >= best - 1e-12 * max(1.0, abs(best)))
+    ties = np.flatnonzero(scores >= best - TIE_TOLERANCE * max(1.0, abs(best)))
     return int(ties[rng.integers(len(ties))]) if len(ties) > 1 else int(ties[0])
 
 
