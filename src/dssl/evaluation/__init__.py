@@ -1,25 +1,24 @@
-"""Evaluation of pretrained encoders: linear probe and full fine-tuning (registry ``PROTOCOLS``).
+"""Evaluation of pretrained encoders (registry ``PROTOCOLS``): linear probe, full fine-tuning, weighted
+kNN and few-shot linear probes on 1 % / 10 % of the labels.
 
 Each protocol is ``evaluate(encoder, train, test, config, seed) -> dict`` with at least ``test_acc``,
 ``val_acc``, the chosen hyper-parameters and ``epochs``; hyper-parameters are chosen on a validation
-split of the training set, never on the test set (see ``common``).
+split of the training set, never on the test set (see ``common``). ``PROTOCOLS[name].keys`` are the
+config keys a params file may set. Importing this package does not import torch (``registry``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from torch import nn
+from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig
+from dssl.evaluation.registry import PROTOCOLS, Protocol
+from dssl.evaluation.splits import labelled_subset, stratified_split
 
-from dssl.evaluation import finetune, linear_probe
-from dssl.evaluation.common import LabelledImages, stratified_split
-from dssl.evaluation.finetune import FineTuneConfig
-from dssl.evaluation.linear_probe import LinearProbeConfig
+if TYPE_CHECKING:
+    from torch import nn
 
-PROTOCOLS: dict[str, Callable[..., dict[str, Any]]] = {
-    "linear_probe": linear_probe.evaluate,
-    "finetune": finetune.evaluate,
-}
+    from dssl.evaluation.common import LabelledImages
 
 
 def evaluate(protocol: str, encoder: nn.Module, train: LabelledImages, test: LabelledImages,
@@ -30,4 +29,5 @@ def evaluate(protocol: str, encoder: nn.Module, train: LabelledImages, test: Lab
     return PROTOCOLS[protocol](encoder, train, test, config, seed)
 
 
-__all__ = ["PROTOCOLS", "FineTuneConfig", "LinearProbeConfig", "evaluate", "stratified_split"]
+__all__ = ["PROTOCOLS", "FewShotConfig", "FineTuneConfig", "KnnConfig", "LinearProbeConfig", "Protocol",
+           "evaluate", "labelled_subset", "stratified_split"]

@@ -1,15 +1,14 @@
-"""Pieces shared by the evaluation protocols: the validation split, feature extraction, accuracy.
+"""Pieces shared by the evaluation protocols: feature extraction, labels, accuracy.
 
 Model selection rule of every protocol: hyper-parameters (and the epoch) are chosen on a validation
-split carved from the training split (stratified, seeded); the selected model -- trained on the rest
-of the training split only, not retrained on train + val -- is scored once on the test split. Paper B's
-code reports the best *test* epoch; we do not.
+split carved from the training split (``splits.stratified_split``: stratified, seeded); the selected
+model -- trained on the rest of the training split only, not retrained on train + val -- is scored once
+on the test split. Paper B's code reports the best *test* epoch; we do not.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Mapping, Protocol, TypeVar
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -25,42 +24,6 @@ class LabelledImages(Protocol):
     def __len__(self) -> int: ...
 
     def get_batch(self, indices: np.ndarray) -> torch.Tensor: ...
-
-
-C = TypeVar("C")
-
-
-def coerce_config(cls: type[C], config: C | Mapping[str, Any] | None) -> C:
-    """A protocol config from a dataclass instance, a params mapping (lists become tuples) or None."""
-    if config is None:
-        return cls()
-    if isinstance(config, cls):
-        return config
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(config) - known
-    if unknown:
-        raise TypeError(f"unknown {cls.__name__} keys {sorted(unknown)}; known: {sorted(known)}")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
-
-
-def stratified_split(labels: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted (fit, val) index arrays: about ``val_fraction`` of every class goes to validation.
-
-    A class with at least two samples gives at least one to each side; a singleton stays in fit.
-    """
-    if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    val = []
-    for cls in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == cls))
-        count = int(round(val_fraction * len(members)))
-        count = min(max(count, 1), len(members) - 1)
-        val.append(members[:count])
-    val_idx = np.sort(np.concatenate(val)).astype(np.int64)
-    fit_idx = np.setdiff1d(np.arange(len(labels), dtype=np.int64), val_idx)
-    return fit_idx, val_idx
 
 
 def module_device(module: nn.Module) -> torch.device:

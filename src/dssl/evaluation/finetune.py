@@ -23,31 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.evaluation.common import (
-    LabelledImages,
-    coerce_config,
-    label_tensor,
-    load_images,
-    module_device,
-    stratified_split,
-)
-
-OPTIMIZERS = ("adamw", "sgd")
-
-
-@dataclass(frozen=True)
-class FineTuneConfig:
-    val_fraction: float = 0.1
-    lr_grid: tuple[float, ...] = (1e-3, 3e-4)
-    optimizer: str = "adamw"
-    weight_decay: float = 0.05
-    momentum: float = 0.9
-    epochs: int = 20
-    warmup_epochs: int = 0
-    batch_size: int = 64
-    eval_every: int = 1
-    crop_padding: int = 2
-    hflip: bool = False
+from dssl.evaluation.common import LabelledImages, label_tensor, load_images, module_device
+from dssl.evaluation.configs import FineTuneConfig, coerce_config
+from dssl.evaluation.splits import stratified_split
 
 
 class Classifier(nn.Module):
@@ -76,9 +54,7 @@ class _Candidate:
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
              config: FineTuneConfig | Mapping[str, Any] | None = None, seed: int = 0) -> dict[str, Any]:
     """Fine-tuning accuracy of ``encoder`` (left unchanged): test accuracy of the val-selected model."""
-    cfg = coerce_config(FineTuneConfig, config)
-    if cfg.optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown fine-tuning optimizer {cfg.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+    cfg = coerce_config(FineTuneConfig, config)  # checks the optimizer name
     fit_idx, val_idx = stratified_split(train.labels, cfg.val_fraction, seed)
     model = Classifier(copy.deepcopy(encoder), train.num_classes).to(module_device(encoder))
     initial = copy.deepcopy(model.state_dict())

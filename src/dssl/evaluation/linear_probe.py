@@ -5,6 +5,7 @@ fine-tunes instead (``finetune``). Features are extracted once without augmentat
 with the fit part's mean and std (what a non-affine BatchNorm in front of the head, as in MAE's linear
 probe, does at eval time); the head starts at zero (the problem is convex) and trains with mini-batch
 Adam. The learning rate, weight decay and epoch are chosen by validation accuracy (see ``common``).
+``probe`` is the part shared with the few-shot probe (``few_shot``), which trains on a labelled subset.
 """
 
 from __future__ import annotations
@@ -17,26 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.evaluation.common import (
-    LabelledImages,
-    accuracy,
-    coerce_config,
-    extract_features,
-    label_tensor,
-    module_device,
-    stratified_split,
-)
+from dssl.evaluation.common import LabelledImages, accuracy, extract_features, label_tensor, module_device
+from dssl.evaluation.configs import LinearProbeConfig, coerce_config
+from dssl.evaluation.splits import stratified_split
 
-
-@dataclass(frozen=True)
-class LinearProbeConfig:
-    val_fraction: float = 0.1
-    lr_grid: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
-    weight_decay_grid: tuple[float, ...] = (0.0, 1e-4)
-    epochs: int = 100
-    batch_size: int = 256
-    eval_every: int = 5
-    feature_batch_size: int = 256
+Split = tuple[torch.Tensor, torch.Tensor]  # (standardised features, labels)
 
 
 @dataclass
@@ -53,31 +39,48 @@ def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
     """Linear-probe accuracy of ``encoder`` (left unchanged): test accuracy of the val-selected head."""
     cfg = coerce_config(LinearProbeConfig, config)
     fit_idx, val_idx = stratified_split(train.labels, cfg.val_fraction, seed)
+    return {"protocol": "linear_probe", **probe(encoder, train, test, cfg, fit_idx, val_idx, fit_idx, seed)}
+
+
+def probe(encoder: nn.Module, train: LabelledImages, test: LabelledImages, cfg: LinearProbeConfig,
+          fit_idx: np.ndarray, val_idx: np.ndarray, stats_idx: np.ndarray, seed: int) -> dict[str, Any]:
+    """Train heads on ``fit_idx`` over the lr x weight-decay grid, select on ``val_idx``, score the test once.
+
+    Features are standardised with the mean and std of ``stats_idx`` (no labels needed, so a
+    semi-supervised probe may use its unlabelled pool). Returns the result fields shared by the probes.
+    """
     device = module_device(encoder)
     features = extract_features(encoder, train, np.arange(len(train)), cfg.feature_batch_size)
     test_features = extract_features(encoder, test, np.arange(len(test)), cfg.feature_batch_size)
-    mean, std = features[fit_idx].mean(dim=0), features[fit_idx].std(dim=0).clamp_min(1e-6)
+    mean, std = features[stats_idx].mean(dim=0), features[stats_idx].std(dim=0).clamp_min(1e-6)
     fit = ((features[fit_idx] - mean) / std, label_tensor(train, fit_idx, device))
     val = ((features[val_idx] - mean) / std, label_tensor(train, val_idx, device))
-    grid, best = [], None
-    for lr in cfg.lr_grid:
-        for weight_decay in cfg.weight_decay_grid:
-            candidate = _train_head(fit, val, train.num_classes, lr, weight_decay, cfg, seed)
-            grid.append({"lr": lr, "weight_decay": weight_decay, "epoch": candidate.epoch,
-                         "val_acc": candidate.val_acc})
-            if best is None or candidate.val_acc > best.val_acc:
-                best = candidate
+    best, grid = _select_head(fit, val, train.num_classes, cfg, seed)
     with torch.no_grad():
         test_acc = accuracy(best.head((test_features - mean) / std), label_tensor(test, np.arange(len(test)), device))
     return {
-        "protocol": "linear_probe", "test_acc": test_acc, "val_acc": best.val_acc,
+        "test_acc": test_acc, "val_acc": best.val_acc,
         "lr": best.lr, "weight_decay": best.weight_decay, "epochs": best.epoch, "max_epochs": cfg.epochs,
         "num_fit": len(fit_idx), "num_val": len(val_idx), "num_test": len(test), "seed": seed, "grid": grid,
     }
 
 
-def _train_head(fit: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor, torch.Tensor], num_classes: int,
-                lr: float, weight_decay: float, cfg: LinearProbeConfig, seed: int) -> _Candidate:
+def _select_head(fit: Split, val: Split, num_classes: int, cfg: LinearProbeConfig,
+                 seed: int) -> tuple[_Candidate, list[dict[str, Any]]]:
+    """The best head over the grid by validation accuracy (ties: the first in grid order), and the grid."""
+    grid, best = [], None
+    for lr in cfg.lr_grid:
+        for weight_decay in cfg.weight_decay_grid:
+            candidate = _train_head(fit, val, num_classes, lr, weight_decay, cfg, seed)
+            grid.append({"lr": lr, "weight_decay": weight_decay, "epoch": candidate.epoch,
+                         "val_acc": candidate.val_acc})
+            if best is None or candidate.val_acc > best.val_acc:
+                best = candidate
+    return best, grid
+
+
+def _train_head(fit: Split, val: Split, num_classes: int, lr: float, weight_decay: float,
+                cfg: LinearProbeConfig, seed: int) -> _Candidate:
     """Train one head; keep the weights of its best validation epoch (ties: the earliest)."""
     x, y = fit
     head = nn.Linear(x.shape[1], num_classes).to(x.device)

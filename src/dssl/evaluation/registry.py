@@ -1,0 +1,76 @@
+"""The evaluation protocols by name: each name is an implementation plus the config values it fixes.
+
+Reading this registry imports neither torch nor the implementations (they load on first call), so the
+params validator can take the protocol names and their allowed keys from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig, coerce_config
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A named protocol: ``<module>.evaluate`` run with ``config_class``.
+
+    ``fixed`` holds config values the name stands for (``linear_probe_1pct``: ``label_fraction``
+    0.01); a params file cannot set them, so a result's protocol name always says what was run.
+    """
+
+    name: str
+    module: str
+    config_class: type
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> frozenset[str]:
+        """The config keys a params file may set for this protocol."""
+        return frozenset(f.name for f in dataclasses.fields(self.config_class)) - set(self.fixed)
+
+    def make_config(self, config: Any = None) -> Any:
+        """The config to run with, from an instance of ``config_class``, a params mapping or None.
+
+        Raises ``TypeError`` for unknown or fixed keys and ``ValueError`` for bad values.
+        """
+        if type(config) is self.config_class:
+            clashes = {k: getattr(config, k) for k, v in self.fixed.items() if getattr(config, k) != v}
+            if clashes:
+                raise ValueError(f"protocol {self.name!r} fixes {dict(self.fixed)}, got {clashes}")
+            return config
+        if config is not None and not isinstance(config, Mapping):
+            raise TypeError(f"protocol {self.name!r} takes a {self.config_class.__name__} or a mapping, "
+                            f"got {type(config).__name__}")
+        given = dict(config or {})
+        fixed_given = sorted(set(given) & set(self.fixed))
+        if fixed_given:
+            raise TypeError(f"protocol {self.name!r} fixes {fixed_given} by its name; "
+                            f"settable keys: {sorted(self.keys)}")
+        return coerce_config(self.config_class, {**self.fixed, **given})
+
+    @property
+    def implementation(self) -> Callable[..., dict[str, Any]]:
+        return importlib.import_module(self.module).evaluate
+
+    def __call__(self, encoder: Any, train: Any, test: Any, config: Any = None, seed: int = 0) -> dict[str, Any]:
+        """Run the protocol; the result's ``protocol`` is this registry name."""
+        result = self.implementation(encoder, train, test, self.make_config(config), seed)
+        return {**result, "protocol": self.name}
+
+
+def _by_name(*protocols: Protocol) -> dict[str, Protocol]:
+    return {p.name: p for p in protocols}
+
+
+PROTOCOLS: dict[str, Protocol] = _by_name(
+    Protocol("linear_probe", "dssl.evaluation.linear_probe", LinearProbeConfig),
+    Protocol("finetune", "dssl.evaluation.finetune", FineTuneConfig),
+    Protocol("knn", "dssl.evaluation.knn", KnnConfig),
+    # Paper B's semi-supervised setting (1 % and 10 % of the labels, head only).
+    Protocol("linear_probe_10pct", "dssl.evaluation.few_shot", FewShotConfig, {"label_fraction": 0.1}),
+    Protocol("linear_probe_1pct", "dssl.evaluation.few_shot", FewShotConfig, {"label_fraction": 0.01}),
+)
