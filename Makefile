@@ -20,8 +20,10 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 validate: setup
 	dssl validate params.yaml
 
+# dvc.yaml is rendered from the stage catalogue for params.yaml (a no-op when the grid is unchanged).
 # The warm stage server pays torch/MLflow imports once; every stage still runs in its own process.
 repro: validate
+	dssl dag write --params params.yaml
 	dssl tracking init --params params.yaml
 	dssl warm start
 	dvc repro; status=$$?; dssl warm stop; exit $$status

@@ -9,6 +9,9 @@ from typing import Callable
 
 import pytest
 
+from dssl.config.params import read_params
+from dssl.pipeline.dvcfile import render
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -21,6 +24,8 @@ def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
     shutil.copy(REPO / ".dvc" / "config", target / ".dvc" / "config")  # not the cache: a fresh project
     shutil.copytree(REPO / "src", target / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(REPO / params_file, target / "params.yaml")
+    # dvc.yaml is rendered for the params file in use, as `make repro` does (`dssl dag write`).
+    (target / "dvc.yaml").write_text(render(read_params(target / "params.yaml"), target))
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
     return target
 

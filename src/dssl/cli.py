@@ -13,25 +13,6 @@ from pathlib import Path
 
 EXIT_BAD_INPUT = 2
 
-# stage kind (= sub-command) -> (module under dssl.pipeline, function, its positional arguments, help)
-STAGES = {
-    "prepare": ("prepare", "run", ["dataset"], "Prepare a dataset (params section 'datasets')."),
-    "partition": ("partition", "run", ["partition"], "Split a prepared dataset among clients."),
-    "graph": ("graph", "run", ["graph"], "Build a communication graph and its mixing matrices."),
-    "pretrain_fl": ("pretrain", "run_fl", ["model", "partition"], "Federated SSL pretraining (FedAvg)."),
-    "pretrain_decl": ("pretrain", "run_decl", ["model", "graph"], "Decentralized SSL pretraining on a graph."),
-    "pretrain_central": ("pretrain", "run_central", ["model"], "Centralised SSL pretraining (reference)."),
-    "evaluate_fl": ("evaluate", "run_fl", ["model", "partition", "dataset", "protocol"], "Evaluate an FL model."),
-    "evaluate_decl": ("evaluate", "run_decl", ["model", "graph", "dataset", "protocol"], "Evaluate a DecL model."),
-    "evaluate_central": ("evaluate", "run_central", ["model", "dataset", "protocol"], "Evaluate a central model."),
-    "evaluate_random": ("evaluate", "run_random", ["backbone", "dataset", "protocol"],
-                        "Evaluate a randomly initialised backbone (reference)."),
-    "graph_improve": ("graph_improve", "run", ["graph"], "Add edges to a graph greedily (params 'improved_graphs')."),
-    "theory": ("theory", "run", [], "Paper A's linear-model theory checked numerically (params 'theory')."),
-    "report": ("report", "run", [], "Tables, figures and reports/README.md from the evaluation results."),
-}
-
-
 def _cmd_validate(args: argparse.Namespace) -> int:
     from dssl.config.params import load_params
 
@@ -41,11 +22,32 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_stage(args: argparse.Namespace) -> int:
-    module_name, function, arg_names, _ = STAGES[args.stage]
-    values = [getattr(args, name) for name in arg_names]
-    run = getattr(importlib.import_module(f"dssl.pipeline.{module_name}"), function)
+    from dssl.pipeline.catalogue import KINDS_BY_NAME
+
+    kind = KINDS_BY_NAME[args.stage]
+    values = [getattr(args, name) for name in kind.args]
+    run = getattr(importlib.import_module(kind.module), kind.function)
     out = run(*values, args.params)
     print(f"{args.stage}{'@' if values else ''}{'-'.join(values)}: wrote {out}")
+    return 0
+
+
+def _cmd_dag(args: argparse.Namespace) -> int:
+    from dssl.config.params import load_params
+    from dssl.pipeline.dvcfile import is_stale, render
+    from dssl.tracking import project_root
+
+    root = project_root()
+    params = load_params(args.params)
+    if args.action == "check":
+        if is_stale(params, root):
+            print(f"{root / 'dvc.yaml'} is stale for {args.params}: run `dssl dag write --params {args.params}`",
+                  file=sys.stderr)
+            return 1
+        print("dvc.yaml is up to date")
+        return 0
+    (root / "dvc.yaml").write_text(render(params, root))
+    print(f"wrote {root / 'dvc.yaml'} from the stage catalogue and {args.params}")
     return 0
 
 
@@ -68,12 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("file", nargs="?", default="params.yaml", type=Path)
     validate.set_defaults(func=_cmd_validate)
 
-    for kind, (_, _, arg_names, help_text) in STAGES.items():
-        stage = sub.add_parser(kind, help=help_text)
-        for name in arg_names:
-            stage.add_argument(name, help=f"a {name} name from params.yaml")
+    from dssl.pipeline.catalogue import KINDS
+
+    for kind in KINDS:
+        stage = sub.add_parser(kind.name, help=kind.help)
+        for name in kind.args:
+            stage.add_argument(name, help=f"a {name} from params.yaml")
         stage.add_argument("--params", default="params.yaml", type=Path)
-        stage.set_defaults(func=_cmd_stage, stage=kind)
+        stage.set_defaults(func=_cmd_stage, stage=kind.name)
+
+    dag = sub.add_parser("dag", help="dvc.yaml from the stage catalogue")
+    dag.add_argument("action", choices=["write", "check"], help="write dvc.yaml, or exit 1 if it is stale")
+    dag.add_argument("--params", default="params.yaml", type=Path)
+    dag.set_defaults(func=_cmd_dag)
 
     tracking = sub.add_parser("tracking", help="the MLflow store")
     tracking_sub = tracking.add_subparsers(dest="action", required=True)
@@ -92,12 +101,35 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     from dssl.config.params import ParamsError
     from dssl.pipeline.common import StageError
 
-    errors: list[type[BaseException]] = [ParamsError, StageError]
+    from dssl.artifacts import ArtifactError
+
+    errors: list[type[BaseException]] = [ParamsError, StageError, ArtifactError]
     # Only modules a stage actually imported can have raised their errors.
     for module, name in [("dssl.data.imageset", "DatasetError"), ("dssl.data.partition", "PartitionError")]:
         if module in sys.modules:
             errors.append(getattr(sys.modules[module], name))
     return tuple(errors)
+
+
+def _with_producer(err: Exception, params_path: Path | None) -> Exception:
+    """A damaged artifact's error names the stage that rebuilds it (from the catalogue)."""
+    from dssl.artifacts import ArtifactError, default_recovery
+
+    if not isinstance(err, ArtifactError) or err.stage or params_path is None:
+        return err
+    from dssl.config.params import read_params
+    from dssl.pipeline.catalogue import producer
+    from dssl.tracking import project_root
+
+    try:
+        path = err.path.resolve().relative_to(project_root()) if err.path.is_absolute() else err.path
+        stage = producer(read_params(params_path), path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return err
+    if stage is None:
+        return err
+    custom = err.recovery if err.recovery != default_recovery(err.path) else None
+    return ArtifactError(err.path, err.problem, stage.name, custom)
 
 
 def _cmd_warm(args: argparse.Namespace) -> int:
@@ -113,8 +145,10 @@ def _cmd_warm(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dssl.pipeline.catalogue import KINDS_BY_NAME
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in STAGES:
+    if argv and argv[0] in KINDS_BY_NAME:
         from dssl.pipeline.warm import try_delegate
         from dssl.tracking import project_root
 
@@ -126,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except Exception as err:  # noqa: BLE001 - filtered just below
         if isinstance(err, _bad_input_errors()):
-            print(f"error: {err}", file=sys.stderr)
+            print(f"error: {_with_producer(err, getattr(args, 'params', None))}", file=sys.stderr)
             return EXIT_BAD_INPUT
         raise
 

@@ -135,10 +135,25 @@ def test_training_sections(good: dict) -> None:
     good["pretrain"]["fl"]["train"]["clients_per_round"] = 11
     good["pretrain"]["decl"]["graphs"] = ["uniform-3"]
     good["pretrain"]["decl"]["partition"] = "fl-iid"
-    good["evaluate"]["protocols"]["fl"] = ["knn"]
+    good["evaluate"]["protocols"]["fl"] = ["svm"]
     problems = problems_of(good)
     assert problems["models.simsiam-cnn.method"] == "unknown value 'dino'"
     assert problems["pretrain.fl.partitions[3]"] == "'nope' is not defined in 'partitions'"
     assert problems["pretrain.fl.train.clients_per_round"] == "11 > the 10 clients of partition 'fl-iid'"
     assert "connects the clients of partition 'decl-label', not 'fl-iid'" in problems["pretrain.decl.graphs[0]"]
-    assert problems["evaluate.protocols.fl[0]"] == "'knn' is not defined in 'protocols'"
+    assert problems["evaluate.protocols.fl[0]"] == "'svm' is not defined in 'protocols'"
+
+
+def test_seeds_are_a_list_of_distinct_non_negative_integers(good: dict) -> None:
+    good["seeds"] = [0, -1, 0, "a"]
+    problems = problems_of(good)
+    assert problems["seeds[1]"] == "must be an integer >= 0, got -1"
+    assert problems["seeds[3]"] == "must be an integer >= 0, got 'a'"
+    assert problems["seeds"] == "holds a seed twice"
+    del good["seeds"]
+    assert problems_of(good)["seeds"] == "must be a non-empty list of integers"
+
+
+def test_a_per_run_seed_inside_a_training_section_is_rejected(good: dict) -> None:
+    good["pretrain"]["fl"]["train"]["seed"] = 0  # seeds come from the top-level list
+    assert "pretrain.fl.train.seed" in problems_of(good)

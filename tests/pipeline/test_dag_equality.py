@@ -33,15 +33,15 @@ def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
             assert keys == [f"{section[kind]}.{entry}"], stage
     # training stages read their model's entry, never the whole models section or another grid
     assert params_deps["pretrain_fl@mae-vit-fl-label"] == sorted([
-        "models.mae-vit", "pretrain.dataset", "pretrain.fl.train", "pretrain.image_size", "pretrain.optimizers"])
-    assert params_deps["evaluate_decl@mae-cnn-uniform-3-digits-finetune"] == sorted([
-        "evaluate.finetune", "pretrain.image_size"])
+        "models.mae-vit", "pretrain.dataset", "pretrain.fl.train", "pretrain.image_size", "pretrain.optimizers",
+        "seeds"])
+    assert params_deps["evaluate_decl@mae-cnn-uniform-3"] == sorted([
+        "evaluate.datasets", "evaluate.finetune", "evaluate.protocols.decl", "pretrain.image_size", "seeds"])
 
 
 def test_a_drift_is_detected(make_project) -> None:
     root = make_project()
     snakefile = root / "Snakefile"
-    snakefile.write_text(snakefile.read_text().replace('"dssl graph {wildcards.graph} --params "',
-                                                      '"dssl graph {wildcards.graph} --quiet --params "'))
+    snakefile.write_text(snakefile.read_text().replace('"--params", PARAMS])', '"--quiet", "--params", PARAMS])'))
     dvc, _ = dvc_stages(root)
     assert dvc != snakemake_stages(root)

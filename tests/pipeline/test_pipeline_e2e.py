@@ -1,7 +1,8 @@
-"""End to end on the CI profile (the whole DAG at tiny sizes): `dvc repro` runs every stage offline,
-logs each to MLflow, writes the report, re-runs nothing the second time and only what a params change
-touches; Snakemake produces byte-identical data outputs and the same metrics, which `dvc commit -f`
-accepts."""
+"""End to end on the CI profile (the whole DAG at tiny sizes, 2 seeds): `dvc repro` runs every stage
+offline, logs one MLflow run per seed, writes the report from the measured results, re-runs nothing the
+second time, only what a params change touches, and after a code edit exactly the stages whose import
+closure holds the edited module; Snakemake produces byte-identical data outputs and the same metrics,
+which `dvc commit -f` accepts."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 import yaml
 from conftest import copy_project
 
+from dssl.pipeline.catalogue import instances
+from dssl.pipeline.codedeps import import_closure
 from dssl.pipeline.dag import dvc_stages
 from dssl.tracking import stage_runs
 
@@ -24,7 +27,7 @@ BIN = Path(sys.executable).parent
 
 
 def run(cmd: list[str], cwd: Path) -> str:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "DSSL_THREADS": "1"}
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
@@ -58,6 +61,27 @@ def foundation_outputs(root: Path, params: dict) -> list[Path]:
     return outs
 
 
+def check_results_and_table(root: Path, params: dict) -> None:
+    """One result file per (cell, seed, protocol); the report's Table 1 holds their means."""
+    import pandas as pd
+
+    results = [json.loads(p.read_text()) for p in sorted((root / "reports/metrics").rglob("*.json"))]
+    cells = {(r["framework"], r["model"], r["partition"], r["graph"], r["protocol"]) for r in results}
+    for cell in cells:
+        seeds = sorted(r["seed"] for r in results if (r["framework"], r["model"], r["partition"], r["graph"],
+                                                       r["protocol"]) == cell)
+        assert seeds == params["seeds"], cell
+    table = pd.read_csv(root / "reports/table1.csv")
+    protocol = params["report"]["table1_protocol"]
+    fl = [r for r in results if r["framework"] == "fl" and r["protocol"] == protocol]
+    for model in {r["model"] for r in fl}:
+        for partition in {r["partition"] for r in fl}:
+            accs = [100 * r["test_acc"] for r in fl if r["model"] == model and r["partition"] == partition]
+            mean = sum(accs) / len(accs)
+            assert any(abs(value - mean) < 0.01 for value in table.select_dtypes("number").to_numpy().ravel()), \
+                (model, partition, mean)
+
+
 def test_dvc_then_snakemake(tmp_path: Path) -> None:
     dvc_root = tmp_path / "dvc"
     snake_root = tmp_path / "snake"
@@ -78,17 +102,20 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     missing = [o for stage in dag for o in stage.outs if not (dvc_root / o).exists()]
     assert missing == []
     report = (dvc_root / "reports/README.md").read_text()
-    assert "Table 1" in report and "86.03" in report  # measured table beside the paper's numbers
     assert "Per claim, from which d on it holds" in report
+    check_results_and_table(dvc_root, params)
 
     # 2. a second repro does nothing
     again = run(["dvc", "repro"], dvc_root)
     assert "Running stage" not in again
     assert dvc_status(dvc_root) == set()
 
-    # 3. every stage was logged to MLflow with its lineage
+    # 3. every stage was logged to MLflow with its lineage, a training stage once per seed
     runs = stage_runs(dvc_root, "ci")
     assert set(runs["tags.stage"]) == {stage.name for stage in dag}
+    pretrain = runs[runs["tags.stage"] == "pretrain_fl@simsiam-cnn-fl-iid"]
+    assert sorted(pretrain["tags.seed"]) == [str(s) for s in params["seeds"]]
+    assert (pretrain["metrics.peak_rss_mb"] > 0).all()
     assert set(runs["tags.engine"]) == {"dvc"}
     graph_run = runs[runs["tags.stage"] == "graph@uniform-3"].iloc[0]
     assert graph_run["metrics.connectivity_mean"] == 3.0
@@ -109,7 +136,22 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     (dvc_root / "params.yaml").write_text((snake_root / "params.yaml").read_text())
     run(["dvc", "repro"], dvc_root)
 
-    # 5. Snakemake in parallel produces the same data bytes and the same metrics; DVC then accepts them
+    # 5. editing a module marks exactly the stages whose entry imports it: the code stage refreshes the
+    #    manifests, and only the manifests of kinds whose import closure holds the module change
+    for module in ("dssl.topology.mixing", "dssl.reporting.tables", "dssl.evaluation.finetune"):
+        source = dvc_root / "src" / (module.replace(".", "/") + ".py")
+        original = source.read_text()
+        source.write_text(original + "\n# edited\n")
+        assert dvc_status(dvc_root) == {"code"}
+        run(["dvc", "repro", "--single-item", "code"], dvc_root)
+        importers = {s.name for s in instances(params)
+                     if s.kind.name != "code" and module in import_closure(s.kind.module)}
+        assert importers and dvc_status(dvc_root) == importers, module
+        source.write_text(original)
+        run(["dvc", "repro", "--single-item", "code"], dvc_root)
+    assert dvc_status(dvc_root) == set()
+
+    # 6. Snakemake in parallel produces the same data bytes and the same metrics; DVC then accepts them
     run(["dssl", "warm", "start"], snake_root)
     try:
         run(["snakemake", "--cores", "2", "--quiet", "all"], snake_root)

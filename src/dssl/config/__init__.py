@@ -1,0 +1,1 @@
+"""params.yaml: loading and validation (every problem with its key path and a hint)."""

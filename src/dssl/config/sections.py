@@ -6,12 +6,14 @@ import math
 from pathlib import Path
 
 from dssl.config.params import Checker, section_validator
+from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
 from dssl.topology.graphs import TOPOLOGIES, check_request
 
 # Facts the validator needs without importing the data code (which imports torch). A test keeps
 # these names equal to the dataset registry's keys.
 DATASET_FACTS = {
     "digits": {"num_classes": 10, "train_size": None, "needs_root": False},
+    "digits_on_photos": {"num_classes": 10, "train_size": None, "needs_root": False},
     "cifar10": {"num_classes": 10, "train_size": 50000, "needs_root": False},
     "cifar100": {"num_classes": 100, "train_size": 50000, "needs_root": False},
     "mini_imagenet": {"num_classes": 100, "train_size": None, "needs_root": True},
@@ -21,6 +23,8 @@ DIGITS_SIZE = 1797  # scikit-learn's load_digits
 
 DATASET_KEYS = {
     "digits": {"test_fraction", "split_seed"},
+    # split_seed: the train/test split of the source digits; seed: the photograph crops alone
+    "digits_on_photos": {"image_size", "composites_per_digit", "test_fraction", "split_seed", "seed"},
     "cifar10": {"root"},
     "cifar100": {"root"},
     "mini_imagenet": {"root", "image_size", "test_fraction", "split_seed"},
@@ -40,9 +44,10 @@ GRAPH_KEYS = {"partition", "topology", "connectivity", "seed"}
 
 def dataset_train_size(name: str, spec: dict) -> int | None:
     """Training-split size known without loading the data (None when it needs a folder scan)."""
-    if name == "digits":
+    if name in ("digits", "digits_on_photos"):
         test_fraction = spec.get("test_fraction", 0.25)
-        return DIGITS_SIZE - math.ceil(test_fraction * DIGITS_SIZE)
+        copies = spec.get("composites_per_digit", 1) if name == "digits_on_photos" else 1
+        return (DIGITS_SIZE - math.ceil(test_fraction * DIGITS_SIZE)) * copies
     return DATASET_FACTS[name]["train_size"]
 
 
@@ -61,6 +66,8 @@ def check_datasets(c: Checker) -> None:
             c.number(spec, "test_fraction", path, low=0, high=0.9, low_open=True)
         if "image_size" in spec:
             c.number(spec, "image_size", path, integer=True, low=8)
+        for key, low in (("composites_per_digit", 1), ("seed", 0)):  # digits_on_photos' own keys
+            c.number(spec, key, path, integer=True, low=low, required=False)
         if DATASET_FACTS[name]["needs_root"]:
             _check_root(c, spec, path, name)
 
@@ -148,17 +155,14 @@ def check_graphs(c: Checker) -> None:
 METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco"}
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
 STRATEGY_NAMES = {"fedavg"}
-PROTOCOL_NAMES = {"linear_probe", "finetune"}
+PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "random")
 MIXING_NAMES = {"uniform", "data_size", "degree_normalised", "metropolis_hastings"}
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
-FL_TRAIN_KEYS = {"strategy", "aggregation", "rounds", "clients_per_round", "local_epochs", "batch_size", "seed"}
-DECL_TRAIN_KEYS = {"strategy", "mixing", "rounds", "local_epochs", "batch_size", "seed"}
-CENTRAL_TRAIN_KEYS = {"epochs", "batch_size", "seed"}
-LINEAR_PROBE_KEYS = {"val_fraction", "lr_grid", "weight_decay_grid", "epochs", "batch_size", "eval_every",
-                     "feature_batch_size", "seed"}
-FINETUNE_KEYS = {"val_fraction", "lr_grid", "optimizer", "weight_decay", "momentum", "epochs", "warmup_epochs",
-                 "batch_size", "eval_every", "crop_padding", "hflip", "seed"}
+# Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
+FL_TRAIN_KEYS = {"strategy", "aggregation", "rounds", "clients_per_round", "local_epochs", "batch_size"}
+DECL_TRAIN_KEYS = {"strategy", "mixing", "rounds", "local_epochs", "batch_size"}
+CENTRAL_TRAIN_KEYS = {"epochs", "batch_size"}
 
 
 def backbone_family(backbone: str) -> str:
@@ -190,7 +194,7 @@ def _name_list(c: Checker, entry: dict, key: str, names, path: str, what: str) -
 
 def _train_numbers(c: Checker, train: dict, path: str, keys: tuple[str, ...]) -> None:
     for key in keys:
-        c.number(train, key, path, integer=True, low=0 if key == "seed" else 1)
+        c.number(train, key, path, integer=True, low=1)
 
 
 @section_validator
@@ -231,7 +235,7 @@ def _check_framework(c: Checker, pretrain: dict, framework: str, models: dict) -
         _check_decl(c, pretrain, entry, train)
     elif train is not None:
         c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
-        _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size", "seed"))
+        _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size"))
 
 
 def _partition_of_pretrain_dataset(c: Checker, pretrain: dict, name: str, where: str) -> dict:
@@ -252,7 +256,7 @@ def _check_fl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> No
     c.unknown_keys(train, FL_TRAIN_KEYS, path)
     c.choice(train, "strategy", STRATEGY_NAMES, path)
     c.choice(train, "aggregation", {"uniform", "data_size"}, path)
-    _train_numbers(c, train, path, ("rounds", "clients_per_round", "local_epochs", "batch_size", "seed"))
+    _train_numbers(c, train, path, ("rounds", "clients_per_round", "local_epochs", "batch_size"))
     per_round = train.get("clients_per_round")
     for name in entry.get("partitions") or []:
         clients = (partitions.get(name) or {}).get("clients")
@@ -286,7 +290,7 @@ def _check_decl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> 
         c.unknown_keys(train, DECL_TRAIN_KEYS, f"{path}.train")
         c.choice(train, "strategy", STRATEGY_NAMES, f"{path}.train")
         c.choice(train, "mixing", MIXING_NAMES, f"{path}.train")
-        _train_numbers(c, train, f"{path}.train", ("rounds", "local_epochs", "batch_size", "seed"))
+        _train_numbers(c, train, f"{path}.train", ("rounds", "local_epochs", "batch_size"))
 
 
 @section_validator
@@ -304,11 +308,42 @@ def check_evaluate(c: Checker) -> None:
     for framework in protocols:
         if framework in FRAMEWORKS:
             _name_list(c, protocols, framework, PROTOCOL_NAMES, f"{path}.protocols", "protocols")
-    for protocol, keys in (("linear_probe", LINEAR_PROBE_KEYS), ("finetune", FINETUNE_KEYS)):
-        spec = c.mapping(evaluate.get(protocol), f"{path}.{protocol}")
-        if spec is not None:
-            c.unknown_keys(spec, keys, f"{path}.{protocol}")
-            c.number(spec, "val_fraction", f"{path}.{protocol}", low=0, high=0.5, low_open=True)
+    used = {name for names in protocols.values() if isinstance(names, list) for name in names}
+    for protocol in PROTOCOLS:  # registry order: problems come out in a stable order
+        if protocol in evaluate:
+            _check_protocol_config(c, evaluate[protocol], protocol, f"{path}.{protocol}")
+        elif protocol in used:  # the evaluate stage reads evaluate.<protocol>
+            c.add(f"{path}.{protocol}", "missing: the protocol is listed in evaluate.protocols",
+                  f"settable keys: {', '.join(sorted(PROTOCOLS[protocol].keys))}")
+
+
+def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) -> None:
+    """Keys and values of ``evaluate.<protocol>``: the protocol's own config fields."""
+    spec = c.mapping(value, path)
+    if spec is None:
+        return
+    before = len(c.problems)
+    c.unknown_keys(spec, PROTOCOLS[protocol].keys, path)
+    c.number(spec, "val_fraction", path, low=0, high=0.5, low_open=True)
+    if len(c.problems) == before:  # the config's own value checks, once the keys are right
+        try:
+            PROTOCOLS[protocol].make_config(dict(spec))
+        except (TypeError, ValueError) as err:
+            c.add(path, str(err), "see the protocol's config class in src/dssl/evaluation/configs.py")
+
+
+@section_validator
+def check_seeds(c: Checker) -> None:
+    """``seeds``: the list every training and evaluation cell runs, one MLflow run and folder per seed."""
+    seeds = c.params.get("seeds")
+    if not isinstance(seeds, list) or not seeds:
+        c.add("seeds", "must be a non-empty list of integers", "e.g. seeds: [0, 1, 2]")
+        return
+    for i, seed in enumerate(seeds):
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            c.add(f"seeds[{i}]", f"must be an integer >= 0, got {seed!r}")
+    if len(set(map(str, seeds))) != len(seeds):
+        c.add("seeds", "holds a seed twice", "list each seed once")
 
 
 IMPROVE_CRITERIA_NAMES = {"sensitivity", "algebraic_connectivity", "min_degree", "random"}
@@ -360,7 +395,7 @@ def check_theory(c: Checker) -> None:
         c.add("theory", str(err).strip("'\""), "see docs/theory.md for the options")
 
 
-KNOWN_SECTIONS = {"profile", "datasets", "partitions", "graphs", "improved_graphs", "models", "pretrain",
+KNOWN_SECTIONS = {"profile", "seeds", "datasets", "partitions", "graphs", "improved_graphs", "models", "pretrain",
                   "evaluate", "report", "theory"}
 
 

@@ -15,25 +15,17 @@ from pathlib import Path
 from typing import Iterator
 
 from dssl.config.params import load_params
-from dssl.tracking import StageRecord, log_stage, project_root
-
-# Output layout, shared by dvc.yaml, the Snakefile and the stages (one vocabulary).
-PREPARED = Path("data/prepared")
-PARTITIONS = Path("data/partitions")
-GRAPHS = Path("data/graphs")
-FIGURES = Path("reports/figures")
+from dssl.pipeline.layout import FIGURES, graph_file, partition_dir, prepared_dir  # noqa: F401  (stage vocabulary)
+from dssl.tracking import StageRecord, log_stages, project_root
 
 
-def prepared_dir(dataset: str) -> Path:
-    return PREPARED / dataset
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process and of its finished children (the stage's workers), MiB."""
+    import resource
 
-
-def partition_dir(name: str) -> Path:
-    return PARTITIONS / name
-
-
-def graph_file(name: str) -> Path:
-    return GRAPHS / name / "graph.json"
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 1024.0  # Linux reports KiB
 
 
 class StageError(Exception):
@@ -63,10 +55,25 @@ class Stage:
             raise StageError(f"'{self.name}' is not defined in params section '{section}'; defined: {known}")
         return entries[self.name] or {}
 
+    @property
+    def seeds(self) -> list[int]:
+        return [int(s) for s in self.params["seeds"]]
+
     def log(self, params_read: dict, metrics: dict[str, float], artifacts: list[Path], inputs: list[Path]) -> str:
-        metrics = {**metrics, "stage_seconds": time.perf_counter() - self.started}
-        record = StageRecord(self.stage_name, params_read, metrics, artifacts, inputs)
-        return log_stage(record, self.profile, self.root)
+        """Log a stage that is one run (no seeds)."""
+        return self.log_runs([StageRecord(self.stage_name, params_read, metrics, artifacts, inputs)])[0]
+
+    def log_runs(self, records: list[StageRecord]) -> list[str]:
+        """Log the stage's runs (one per seed, or per seed x result) in one MLflow session.
+
+        Every run carries the stage's time so far (``stage_seconds``: from the entry's start, after
+        imports) and its peak resident memory; returns the run ids in order.
+        """
+        seconds, memory = time.perf_counter() - self.started, peak_rss_mb()
+        for record in records:
+            record.stage = self.stage_name
+            record.metrics = {**record.metrics, "stage_seconds": seconds, "peak_rss_mb": memory}
+        return log_stages(records, self.profile, self.root)
 
 
 @contextmanager

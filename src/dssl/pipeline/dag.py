@@ -42,10 +42,12 @@ def dvc_stages(root: Path) -> tuple[list[StageSpec], dict[str, list[str]]]:
     from dvc.repo import Repo
 
     specs, params = [], {}
+    manifests = _code_manifests(root)
     with Repo(str(root)) as repo:
         for stage in repo.index.stages:
-            file_deps = [d for d in stage.deps if not isinstance(d, ParamsDependency)]
-            deps = [f for d in file_deps for f in _source_files(root, _relative(d.def_path))]
+            file_deps = [_relative(d.def_path) for d in stage.deps if not isinstance(d, ParamsDependency)]
+            file_deps = [f for d in file_deps for f in manifests.get(d, [d])]
+            deps = [f for d in file_deps for f in _source_files(root, d)]
             specs.append(StageSpec(
                 stage.name,
                 stage.cmd,
@@ -56,6 +58,16 @@ def dvc_stages(root: Path) -> tuple[list[StageSpec], dict[str, list[str]]]:
                 key for d in stage.deps if isinstance(d, ParamsDependency) for key in d.params
             )
     return sorted(_expand_output_parents(specs)), params
+
+
+def _code_manifests(root: Path) -> dict[str, list[str]]:
+    """A code manifest stands for the files it hashes (Snakemake depends on those files directly: it
+    compares modification times, and has no lock file to keep small)."""
+    from dssl.config.params import read_params
+    from dssl.pipeline.catalogue import KINDS, Catalogue, manifest_path
+
+    catalogue = Catalogue(read_params(root / "params.yaml"), root)
+    return {manifest_path(kind.name): catalogue.code(kind) for kind in KINDS if kind.name != "code"}
 
 
 def _expand_output_parents(specs: list[StageSpec]) -> list[StageSpec]:
@@ -109,11 +121,12 @@ def _job_spec(job) -> StageSpec:
 
 
 def _source_files(root: Path, dep: str) -> list[str]:
-    """A source folder dependency stands for its .py files (the Snakefile lists them one by one)."""
-    folder = root / dep
-    if not (dep.startswith("src/") and folder.is_dir()):
+    """A source folder dependency stands for its files (the Snakefile lists them one by one)."""
+    if not dep.startswith("src/"):
         return [dep]
-    return sorted(p.relative_to(root).as_posix() for p in folder.rglob("*.py"))
+    from dssl.pipeline.codedeps import expand_folders
+
+    return expand_folders([dep], root)
 
 
 def _relative(path: str) -> str:

@@ -1,85 +1,127 @@
-"""Stages ``evaluate_<framework>@...-<dataset>-<protocol>``: score one pretrained encoder (or a randomly
-initialised backbone) on one downstream dataset with one protocol (linear probe or full fine-tuning).
+"""Stages ``evaluate_<framework>@<cell>``: score every seed of one pretrained cell (or of a randomly
+initialised backbone) on every downstream dataset with every protocol the framework lists.
 
 Hyper-parameters are chosen on a validation split carved from the training split; the test split is
-scored once. The result is one JSON file under ``reports/metrics/`` that the report stage reads.
+scored once. Each (seed, dataset, protocol) is one task, run side by side on the cores, and one result
+file ``reports/metrics/<framework>/<cell>/seed-<s>/<dataset>-<protocol>.json`` with its own MLflow run.
+The evaluation of seed s uses seed s for its split and head, and the random-init reference of seed s
+is the very network pretraining seed s started from, so "pretrained minus random init" pairs by seed.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 from dssl.config.sections import backbone_family
-from dssl.pipeline.common import Stage, atomic_file, graph_file, prepared_dir
-from dssl.pipeline.pretrain import configure_threads, device, model_dir
-
-METRICS = Path("reports/metrics")
-
-
-def metrics_file(framework: str, run: str, dataset: str, protocol: str) -> Path:
-    return METRICS / framework / run / f"{dataset}-{protocol}.json"
+from dssl.pipeline.common import Stage, atomic_dir
+from dssl.pipeline.layout import graph_file, metrics_dir, model_dir, prepared_dir, seed_dir
+from dssl.pipeline.workers import device, run_tasks
+from dssl.tracking import StageRecord
 
 
-def _downstream(params: dict, dataset: str):
+@dataclass(frozen=True)
+class Subject:
+    """What is evaluated: a pretrained cell's encoders (one per seed) or a random-init backbone."""
+
+    framework: str
+    cell: str                  # folder under models/<framework>/ and reports/metrics/<framework>/
+    backbone: str
+    describe: dict[str, Any]   # the columns the report groups by
+    pretrained: bool = True
+
+    def weights(self, seed: int) -> Path | None:
+        return model_dir(self.framework, self.cell) / seed_dir(seed) / "encoder.pt" if self.pretrained else None
+
+
+@lru_cache(maxsize=4)
+def _downstream(dataset: str, size: int):
     from dssl.data.datasets import load_split
     from dssl.data.imageset import resized
 
-    size = params["pretrain"]["image_size"]
     folder = prepared_dir(dataset)
     return resized(load_split(folder, "train"), size), resized(load_split(folder, "test"), size)
 
 
-def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None):
+def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None, seed: int):
+    """Seed s's encoder: its pretrained weights, or the backbone pretraining seed s started from."""
     import torch
 
+    from dssl.artifacts import ArtifactError, load_torch
     from dssl.models import create_backbone
 
-    torch.manual_seed(0)  # the random-init reference is the same network every time
+    torch.manual_seed(seed)  # as build_method: the backbone is the first module a method creates
     encoder = create_backbone(backbone, image_size, in_chans)
     if weights is not None:
-        encoder.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+        try:
+            encoder.load_state_dict(load_torch(weights))
+        except RuntimeError as err:
+            raise ArtifactError(weights, f"does not fit backbone {backbone!r} ({str(err).splitlines()[0]})") from err
     return encoder.to(device())
 
 
-def _evaluate(stage: Stage, describe: dict[str, Any], backbone: str, weights: Path | None,
-              dataset: str, protocol: str, out: Path, inputs: list[Path]) -> Path:
-    params = stage.params
-    configure_threads()
+def _evaluate_task(subject: Subject, params: dict, task: tuple[int, str, str]) -> dict[str, Any]:
+    """One (seed, dataset, protocol): the result record without its MLflow run id (runs in a worker)."""
     from dssl.evaluation import evaluate
 
-    train, test = _downstream(params, dataset)
-    encoder = _encoder(backbone, params["pretrain"]["image_size"], train.image_shape[0], weights)
-    config = dict(params["evaluate"][protocol])
-    seed = int(config.pop("seed", 0))
-    result = evaluate(protocol, encoder, train, test, config, seed)
-    record = {
-        **describe, "backbone": backbone, "family": backbone_family(backbone), "dataset": dataset,
-        "protocol": protocol, "seed": seed, "stage": stage.stage_name,
+    seed, dataset, protocol = task
+    size = params["pretrain"]["image_size"]
+    train, test = _downstream(dataset, size)
+    encoder = _encoder(subject.backbone, size, train.image_shape[0], subject.weights(seed), seed)
+    result = evaluate(protocol, encoder, train, test, dict(params["evaluate"][protocol]), seed)
+    return {
+        **subject.describe, "backbone": subject.backbone, "family": backbone_family(subject.backbone),
+        "dataset": dataset, "protocol": protocol, "seed": seed, "n_test": len(test),
         "test_acc": float(result["test_acc"]), "val_acc": float(result["val_acc"]),
         "selected": {k: v for k, v in result.items() if k not in ("test_acc", "val_acc")},
     }
-    read = {"evaluate": {protocol: params["evaluate"][protocol]},
-            "pretrain": {"image_size": params["pretrain"]["image_size"]}}
-    run_id = stage.log(read, {"test_acc": record["test_acc"], "val_acc": record["val_acc"]},
-                       artifacts=[], inputs=[prepared_dir(dataset), *inputs])
-    record["mlflow_run_id"] = run_id
-    with atomic_file(out) as tmp:
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def _tasks(params: dict, framework: str, seeds: list[int]) -> list[tuple[int, str, str]]:
+    protocols = params["evaluate"]["protocols"][framework]
+    return [(seed, dataset, protocol) for seed in seeds
+            for dataset in params["evaluate"]["datasets"] for protocol in protocols]
+
+
+def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
+    params = stage.params
+    tasks = _tasks(params, subject.framework, stage.seeds)
+    results = run_tasks(partial(_evaluate_task, subject, params), tasks)
+    read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", *params["evaluate"]["protocols"][subject.framework])},
+            "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": params["seeds"]}
+    records = [
+        StageRecord(stage.stage_name, read, {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss},
+                    inputs=[prepared_dir(r["dataset"]), *inputs,
+                            *([subject.weights(r["seed"])] if subject.pretrained else [])],
+                    run=f"{seed_dir(r['seed'])}/{r['dataset']}-{r['protocol']}", seed=r["seed"])
+        for r, rss in results
+    ]
+    run_ids = stage.log_runs(records)
+    out = metrics_dir(subject.framework, subject.cell)
+    with atomic_dir(out) as tmp:
+        for (record, _), run_id in zip(results, run_ids):
+            path = tmp / seed_dir(record["seed"]) / f"{record['dataset']}-{record['protocol']}.json"
+            path.parent.mkdir(exist_ok=True)
+            record = {**record, "stage": stage.stage_name, "mlflow_run_id": run_id}
+            path.write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
     return out
 
 
 def _describe(params: dict, framework: str, model: str | None, partition: str | None = None,
               graph: str | None = None) -> dict[str, Any]:
+    from dssl.topology.graphs import load_graph
+
     spec = params["models"][model] if model else {}
     part = params["partitions"].get(partition) if partition else None
     topology = connectivity = None
     if graph is not None:  # read from the graph itself: improved graphs have no target |A| in params
-        record = json.loads(graph_file(graph).read_text())
+        loaded = load_graph(graph_file(graph))[0]
         improved = graph in (params.get("improved_graphs") or {})
-        topology = "improved" if improved else record["topology"]
-        connectivity = float(record["target_connectivity"])
+        topology = "improved" if improved else loaded.topology
+        connectivity = float(loaded.target_connectivity)
     return {
         "framework": framework, "model": model, "method": spec.get("method"),
         "partition": partition, "scheme": part["scheme"] if part else None,
@@ -88,31 +130,31 @@ def _describe(params: dict, framework: str, model: str | None, partition: str | 
     }
 
 
-def run_fl(model: str, partition: str, dataset: str, protocol: str, params_path: Path | str) -> Path:
-    stage = Stage("evaluate_fl", f"{model}-{partition}-{dataset}-{protocol}", params_path)
-    weights = model_dir("fl", model, partition) / "encoder.pt"
-    return _evaluate(stage, _describe(stage.params, "fl", model, partition=partition),
-                     stage.params["models"][model]["backbone"], weights, dataset, protocol,
-                     metrics_file("fl", f"{model}/{partition}", dataset, protocol), [weights])
+def run_fl(model: str, partition: str, params_path: Path | str) -> Path:
+    stage = Stage("evaluate_fl", f"{model}-{partition}", params_path)
+    params = stage.params
+    subject = Subject("fl", f"{model}/{partition}", params["models"][model]["backbone"],
+                      _describe(params, "fl", model, partition=partition))
+    return _run(stage, subject, [])
 
 
-def run_decl(model: str, graph: str, dataset: str, protocol: str, params_path: Path | str) -> Path:
-    stage = Stage("evaluate_decl", f"{model}-{graph}-{dataset}-{protocol}", params_path)
-    weights = model_dir("decl", model, graph) / "encoder.pt"
-    partition = stage.params["pretrain"]["decl"]["partition"]
-    return _evaluate(stage, _describe(stage.params, "decl", model, partition=partition, graph=graph),
-                     stage.params["models"][model]["backbone"], weights, dataset, protocol,
-                     metrics_file("decl", f"{model}/{graph}", dataset, protocol), [weights])
+def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
+    stage = Stage("evaluate_decl", f"{model}-{graph}", params_path)
+    params = stage.params
+    partition = params["pretrain"]["decl"]["partition"]
+    subject = Subject("decl", f"{model}/{graph}", params["models"][model]["backbone"],
+                      _describe(params, "decl", model, partition=partition, graph=graph))
+    return _run(stage, subject, [graph_file(graph)])
 
 
-def run_central(model: str, dataset: str, protocol: str, params_path: Path | str) -> Path:
-    stage = Stage("evaluate_central", f"{model}-{dataset}-{protocol}", params_path)
-    weights = model_dir("central", model) / "encoder.pt"
-    return _evaluate(stage, _describe(stage.params, "central", model), stage.params["models"][model]["backbone"],
-                     weights, dataset, protocol, metrics_file("central", model, dataset, protocol), [weights])
+def run_central(model: str, params_path: Path | str) -> Path:
+    stage = Stage("evaluate_central", model, params_path)
+    params = stage.params
+    subject = Subject("central", model, params["models"][model]["backbone"], _describe(params, "central", model))
+    return _run(stage, subject, [])
 
 
-def run_random(backbone: str, dataset: str, protocol: str, params_path: Path | str) -> Path:
-    stage = Stage("evaluate_random", f"{backbone}-{dataset}-{protocol}", params_path)
-    return _evaluate(stage, _describe(stage.params, "random", None), backbone, None, dataset, protocol,
-                     metrics_file("random", backbone, dataset, protocol), [])
+def run_random(backbone: str, params_path: Path | str) -> Path:
+    stage = Stage("evaluate_random", backbone, params_path)
+    subject = Subject("random", backbone, backbone, _describe(stage.params, "random", None), pretrained=False)
+    return _run(stage, subject, [])

@@ -16,14 +16,9 @@ def figure_path(name: str) -> Path:
 
 def client_sizes(partition_name: str) -> np.ndarray:
     """Samples per client, read from the partition's counts table."""
-    import csv
+    from dssl.data.partition import load_counts
 
-    sizes: dict[int, int] = {}
-    with open(partition_dir(partition_name) / "counts.csv") as handle:
-        for row in csv.DictReader(handle):
-            client = int(row["client"])
-            sizes[client] = sizes.get(client, 0) + int(row["count"])
-    return np.array([sizes[c] for c in sorted(sizes)], dtype=np.int64)
+    return load_counts(partition_dir(partition_name) / "counts.csv").sum(axis=1)
 
 
 def write_graph(graph, sizes: np.ndarray, name: str, title: str) -> tuple[dict[str, float], list[Path]]:

@@ -1,46 +1,27 @@
 """Stages ``pretrain_fl@<model>-<partition>``, ``pretrain_decl@<model>-<graph>`` and
-``pretrain_central@<model>``: self-supervised pretraining of one model under one framework.
+``pretrain_central@<model>``: self-supervised pretraining of one model under one framework, every
+seed of params.yaml's ``seeds`` (each its own folder ``seed-<s>/`` and MLflow run).
 
-Checkpoints go to ``checkpoints/<stage>/`` (outside the stage's DVC outputs, which DVC deletes before
-a run), so a killed stage resumes from its last completed round; the final weights equal those of an
-uninterrupted run. The outputs are written only when the run completes.
+Seed s fixes the initial weights (the same for every framework and partition, so conditions pair by
+seed) and every random stream of the run. Seeds train side by side on the cores (``workers``).
+Checkpoints go to ``checkpoints/<stage>/seed-<s>/`` (outside the stage's DVC outputs, which DVC deletes
+before a run), so a killed stage resumes each seed from its last completed round; the final weights
+equal those of an uninterrupted run. The outputs are written only when every seed has completed.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from dssl.config.sections import backbone_family
-from dssl.pipeline.common import Stage, atomic_dir, graph_file, partition_dir, prepared_dir
-
-CHECKPOINTS = Path("checkpoints")
-MODELS = Path("models")
-
-
-def model_dir(framework: str, model: str, run: str | None = None) -> Path:
-    return MODELS / framework / model / run if run else MODELS / framework / model
-
-
-def configure_threads() -> None:
-    """Intra-op threads: DSSL_THREADS, default 1.
-
-    The embedded models are small: on 2 cores, two threads per process gained little on a quiet
-    machine and lost up to 10x whenever anything else ran (thread hand-offs stall), and parallel
-    Snakemake jobs use the cores better. Raise it for large models.
-    """
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("DSSL_THREADS", "1")))
-
-
-def device():
-    """DSSL_DEVICE (e.g. 'cpu', 'cuda:1'), else the first GPU when there is one, else the CPU."""
-    import torch
-
-    return torch.device(os.environ.get("DSSL_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu"))
+from dssl.pipeline.common import Stage, atomic_dir
+from dssl.pipeline.layout import CHECKPOINTS, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
+from dssl.pipeline.workers import device, run_tasks
+from dssl.tracking import StageRecord
 
 
 def build_method(params: dict, model: str, seed: int):
@@ -71,22 +52,20 @@ def optimizer_config(params: dict, model: str) -> dict:
     return dict(params["pretrain"]["optimizers"][family])
 
 
-def finish_run(stage: Stage, out: Path, method, result, read: dict, inputs: list[Path], **extra: Any) -> Path:
-    """Save the weights (whole method and encoder alone) and the run's history atomically, then log
-    the stage with the pretraining dataset and ``inputs`` as its inputs."""
-    import torch
+@dataclass(frozen=True)
+class Cell:
+    """One pretraining cell: what every seed of the stage shares."""
 
-    method.load_state_dict(result.final_state)
-    method.cpu()  # weights are saved device-free
-    with atomic_dir(out) as tmp:
-        torch.save(method.state_dict(), tmp / "model.pt")
-        torch.save(method.encoder.state_dict(), tmp / "encoder.pt")
-        history = {"stage": stage.stage_name, "params": read, **extra, "schedule": result.schedule,
-                   "rounds": result.metrics, "resumed_rounds": result.resumed_rounds}
-        (tmp / "history.json").write_text(json.dumps(history, indent=1, sort_keys=True, default=float) + "\n")
-    stage.log(read, summary_metrics(result), artifacts=[out / "history.json"],
-              inputs=[prepared_dir(stage.params["pretrain"]["dataset"]), *inputs])
-    return out
+    stage: str          # the stage name (checkpoints live under it)
+    framework: str
+    model: str
+    place: str | None   # the partition (FL) or graph (DecL); None for central
+    read: dict          # exactly the params the stage reads
+    inputs: tuple[Path, ...] = field(default=())
+
+    @property
+    def cell(self) -> str:
+        return f"{self.model}/{self.place}" if self.place else self.model
 
 
 def summary_metrics(result) -> dict[str, float]:
@@ -100,36 +79,73 @@ def summary_metrics(result) -> dict[str, float]:
     }
 
 
+def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict) -> dict[str, float]:
+    """Save one seed's weights (whole method and encoder alone) and history; return its metrics."""
+    import torch
+
+    method.load_state_dict(result.final_state)
+    method.cpu()  # weights are saved device-free
+    folder.mkdir(parents=True)
+    torch.save(method.state_dict(), folder / "model.pt")
+    torch.save(method.encoder.state_dict(), folder / "encoder.pt")
+    history = {"stage": cell.stage, "seed": seed, "params": cell.read, **extra, "schedule": result.schedule,
+               "rounds": result.metrics, "resumed_rounds": result.resumed_rounds}
+    (folder / "history.json").write_text(json.dumps(history, indent=1, sort_keys=True, default=float) + "\n")
+    return summary_metrics(result)
+
+
+def _train_seed(run_seed, cell: Cell, params: dict, out: Path, seed: int) -> dict[str, float]:
+    """Train one seed of ``cell`` into ``out/seed-<s>`` (runs in a worker process)."""
+    method, result, extra = run_seed(cell, params, seed)
+    return _save_seed(out / seed_dir(seed), cell, seed, method, result, extra)
+
+
+def _run_cell(stage: Stage, cell: Cell, run_seed) -> Path:
+    """Every seed of the cell into one atomically written folder, then one MLflow run per seed."""
+    out = model_dir(cell.framework, cell.cell)
+    seeds = stage.seeds
+    with atomic_dir(out) as tmp:
+        results = run_tasks(partial(_train_seed, run_seed, cell, stage.params, tmp), seeds)
+    records = [
+        StageRecord(stage.stage_name, cell.read, {**metrics, "worker_peak_rss_mb": rss},
+                    artifacts=[out / seed_dir(seed) / "history.json"],
+                    inputs=[prepared_dir(stage.params["pretrain"]["dataset"]), *cell.inputs],
+                    run=seed_dir(seed), seed=seed)
+        for seed, (metrics, rss) in zip(seeds, results)
+    ]
+    stage.log_runs(records)
+    return out
+
+
 def _train_config(train: dict, drop: tuple[str, ...]) -> dict:
     return {k: v for k, v in train.items() if k not in drop}
+
+
+def _fl_seed(cell: Cell, params: dict, seed: int):
+    from dssl.data.partition import load_partition
+    from dssl.federation import FLConfig, FLSimulator, clients_from_partition, create_strategy
+
+    fl = params["pretrain"]["fl"]["train"]
+    method, train_set = build_method(params, cell.model, seed)
+    clients = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))
+    config = FLConfig.from_dict({**_train_config(fl, ("strategy", "aggregation")), "seed": seed,
+                                 "optimizer": optimizer_config(params, cell.model)})
+    strategy = create_strategy(fl["strategy"], aggregation=fl["aggregation"])
+    simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
+                            run_config={**cell.read, "seed": seed}, on_mismatch="restart")
+    return method, simulator.run(), {}
 
 
 def run_fl(model: str, partition: str, params_path: Path | str) -> Path:
     stage = Stage("pretrain_fl", f"{model}-{partition}", params_path)
     params = stage.params
-    fl = params["pretrain"]["fl"]["train"]
-    configure_threads()
-    from dssl.data.partition import load_partition
-    from dssl.federation import FLConfig, FLSimulator, clients_from_partition, create_strategy
-
-    method, train_set = build_method(params, model, fl["seed"])
-    clients = clients_from_partition(train_set, load_partition(partition_dir(partition)))
-    config = FLConfig.from_dict({**_train_config(fl, ("strategy", "aggregation")),
-                                 "optimizer": optimizer_config(params, model)})
-    strategy = create_strategy(fl["strategy"], aggregation=fl["aggregation"])
-    read = _params_read(params, model, {"fl": {"train": fl}}, partitions={partition: params["partitions"][partition]})
-    simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / stage.stage_name,
-                            run_config=read, on_mismatch="restart")
-    result = simulator.run()
-    return finish_run(stage, model_dir("fl", model, partition), method, result, read, [partition_dir(partition)])
+    read = _params_read(params, model, {"fl": {"train": params["pretrain"]["fl"]["train"]}},
+                        partitions={partition: params["partitions"][partition]})
+    cell = Cell(stage.stage_name, "fl", model, partition, read, (partition_dir(partition),))
+    return _run_cell(stage, cell, _fl_seed)
 
 
-def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
-    stage = Stage("pretrain_decl", f"{model}-{graph}", params_path)
-    params = stage.params
-    decl_section = params["pretrain"]["decl"]
-    decl = decl_section["train"]
-    configure_threads()
+def _decl_seed(cell: Cell, params: dict, seed: int):
     import numpy as np
 
     from dssl.data.partition import load_partition
@@ -137,45 +153,56 @@ def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
     from dssl.topology.graphs import load_graph
     from dssl.topology.mixing import mixing_matrix
 
-    method, train_set = build_method(params, model, decl["seed"])
+    decl_section = params["pretrain"]["decl"]
+    decl = decl_section["train"]
+    method, train_set = build_method(params, cell.model, seed)
     partition = load_partition(partition_dir(decl_section["partition"]))
     clients = clients_from_partition(train_set, partition)
-    adjacency = load_graph(graph_file(graph))[0].adjacency
+    adjacency = load_graph(graph_file(cell.place))[0].adjacency
     sizes = np.array([len(i) for i in partition.client_indices])
     mixing = mixing_matrix(adjacency, decl["mixing"], sizes)
-    config = DecLConfig.from_dict({**_train_config(decl, ("strategy", "mixing")),
-                                   "optimizer": optimizer_config(params, model)})
-    strategy = create_strategy(decl["strategy"])
-    read = _params_read(params, model, {"decl": {"train": decl, "partition": decl_section["partition"]}},
+    config = DecLConfig.from_dict({**_train_config(decl, ("strategy", "mixing")), "seed": seed,
+                                   "optimizer": optimizer_config(params, cell.model)})
+    simulator = DecLSimulator(method, clients, create_strategy(decl["strategy"]), mixing, config,
+                              checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
+                              run_config={**cell.read, "seed": seed}, on_mismatch="restart")
+    return method, simulator.run(), {"mixing": mixing.tolist()}
+
+
+def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
+    stage = Stage("pretrain_decl", f"{model}-{graph}", params_path)
+    params = stage.params
+    decl_section = params["pretrain"]["decl"]
+    read = _params_read(params, model, {"decl": {"train": decl_section["train"], "partition": decl_section["partition"]}},
                         graphs={graph: graph_spec(params, graph)})
-    simulator = DecLSimulator(method, clients, strategy, mixing, config,
-                              checkpoint_dir=CHECKPOINTS / stage.stage_name, run_config=read, on_mismatch="restart")
-    result = simulator.run()
-    return finish_run(stage, model_dir("decl", model, graph), method, result, read,
-                      [partition_dir(decl_section["partition"]), graph_file(graph)], mixing=mixing.tolist())
+    cell = Cell(stage.stage_name, "decl", model, graph, read,
+                (partition_dir(decl_section["partition"]), graph_file(graph)))
+    return _run_cell(stage, cell, _decl_seed)
 
 
-def run_central(model: str, params_path: Path | str) -> Path:
+def _central_seed(cell: Cell, params: dict, seed: int):
     """The centralised reference: one 'client' holding the pooled data, trained for ``epochs`` epochs in
     one continuous run (one optimizer for the whole run, as in centralised training)."""
-    stage = Stage("pretrain_central", model, params_path)
-    params = stage.params
-    central = params["pretrain"]["central"]["train"]
-    configure_threads()
     import numpy as np
 
     from dssl.federation import ClientData, FLConfig, FLSimulator, create_strategy
 
-    method, train_set = build_method(params, model, central["seed"])
+    central = params["pretrain"]["central"]["train"]
+    method, train_set = build_method(params, cell.model, seed)
     pooled = [ClientData(train_set, np.arange(len(train_set), dtype=np.int64))]
     config = FLConfig.from_dict({"rounds": 1, "local_epochs": central["epochs"], "clients_per_round": 1,
-                                 "batch_size": central["batch_size"], "seed": central["seed"],
-                                 "optimizer": optimizer_config(params, model)})
-    read = _params_read(params, model, {"central": {"train": central}})
+                                 "batch_size": central["batch_size"], "seed": seed,
+                                 "optimizer": optimizer_config(params, cell.model)})
     simulator = FLSimulator(method, pooled, create_strategy("fedavg"), config,
-                            checkpoint_dir=CHECKPOINTS / stage.stage_name, run_config=read, on_mismatch="restart")
-    result = simulator.run()
-    return finish_run(stage, model_dir("central", model), method, result, read, [])
+                            checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
+                            run_config={**cell.read, "seed": seed}, on_mismatch="restart")
+    return method, simulator.run(), {}
+
+
+def run_central(model: str, params_path: Path | str) -> Path:
+    stage = Stage("pretrain_central", model, params_path)
+    read = _params_read(stage.params, model, {"central": {"train": stage.params["pretrain"]["central"]["train"]}})
+    return _run_cell(stage, Cell(stage.stage_name, "central", model, None, read), _central_seed)
 
 
 def graph_spec(params: dict, graph: str) -> dict:
@@ -193,4 +220,5 @@ def _params_read(params: dict, model: str, framework: dict, **extra: dict) -> di
                      "optimizers": {family: pretrain["optimizers"][family]}, **framework},
     }
     read.update(extra)
+    read["seeds"] = params["seeds"]
     return read

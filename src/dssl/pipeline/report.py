@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.evaluate import METRICS
+from dssl.pipeline.layout import METRICS
 
 REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"

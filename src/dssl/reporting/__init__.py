@@ -1,0 +1,1 @@
+"""Tables, figures and the report README from the evaluation results, beside the papers' numbers."""

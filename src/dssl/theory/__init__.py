@@ -1,0 +1,1 @@
+"""Paper A's linear-model theory: data model, objectives, solutions, sensitivity, sweeps."""

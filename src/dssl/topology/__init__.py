@@ -1,0 +1,1 @@
+"""Communication graphs, mixing matrices and greedy graph improvement."""

@@ -1,0 +1,296 @@
+"""The stage catalogue: one declaration of every stage kind, from which both engines' DAGs come.
+
+A ``StageKind`` names its entry point, the grid it expands over (one instance per combination of
+params.yaml names), the params keys, inputs and outputs of an instance, as templates over the
+instance's fields (``{model}``, ``{partition}``, ...). From it:
+- ``dssl dag write`` renders dvc.yaml (checked in; ``dssl dag check`` and a test fail when stale);
+- the Snakefile defines one rule per kind (wildcards = the kind's arguments);
+- ``dssl <kind> <args>`` dispatches to the entry point.
+Code dependencies are never listed here: they are the import closure of the entry module
+(``codedeps``). Adding a method, a seed or a grid entry changes params.yaml, not this file.
+
+One stage = one cell of a table: a training or evaluation stage runs every seed of its cell (each
+seed its own MLflow run, folder and result file), which keeps the stage count, and with it DVC's
+per-stage bookkeeping, independent of the number of seeds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable, Iterable
+
+from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
+
+Fields = dict[str, str]
+Templates = Callable[[dict], list[str]]
+
+
+def _const(*templates: str) -> Templates:
+    return lambda params: list(templates)
+
+
+@dataclass(frozen=True)
+class StageKind:
+    """One kind of stage; ``args`` are its CLI arguments and, joined by '-', its instance name."""
+
+    name: str
+    entry: str                              # "module:function" under dssl.pipeline
+    args: tuple[str, ...]
+    help: str
+    grid: Callable[[dict], list[Fields]]    # instance fields (args + values the templates look up)
+    params: Templates                       # params keys an instance reads
+    outputs: Templates                      # a folder output ends with '/'
+    inputs: Templates = _const()           # outputs of other stages an instance reads
+    training: bool = False                 # uses the cores; runs on a cluster node, not the head
+
+    @property
+    def module(self) -> str:
+        return f"dssl.pipeline.{self.entry.split(':')[0]}"
+
+    @property
+    def function(self) -> str:
+        return self.entry.split(":")[1]
+
+
+@dataclass(frozen=True)
+class StageInstance:
+    """One stage of the DAG, as both engines run it."""
+
+    kind: StageKind
+    fields: Fields = field(hash=False)
+    params_keys: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    folders: tuple[str, ...]                # the outputs that are folders
+
+    @property
+    def key(self) -> str:
+        return "-".join(self.fields[a] for a in self.kind.args)
+
+    @property
+    def name(self) -> str:
+        """``kind@key`` as DVC names foreach stages (Snakemake jobs are matched to it), or ``kind``."""
+        return f"{self.kind.name}@{self.key}" if self.kind.args else self.kind.name
+
+    def command(self, params_file: str = "params.yaml") -> str:
+        return " ".join(["dssl", self.kind.name, *(self.fields[a] for a in self.kind.args), "--params", params_file])
+
+
+def _fmt(templates: Iterable[str], fields: Fields) -> tuple[str, ...]:
+    return tuple(t.format(**fields) for t in templates)
+
+
+# ------------------------------------------------------------------------------------------- grids
+
+
+def _section(params: dict, *path: str):
+    value = params
+    for key in path:
+        value = (value or {}).get(key)
+    return value or {}
+
+
+def _fl_cells(params: dict) -> list[Fields]:
+    fl = _section(params, "pretrain", "fl")
+    return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"]}
+            for m in fl.get("models", []) for p in fl.get("partitions", [])]
+
+
+def _decl_cells(params: dict) -> list[Fields]:
+    decl = _section(params, "pretrain", "decl")
+    return [{"model": m, "graph": g, "dataset": params["pretrain"]["dataset"], "partition": decl["partition"]}
+            for m in decl.get("models", []) for g in decl.get("graphs", [])]
+
+
+def _central_cells(params: dict) -> list[Fields]:
+    return [{"model": m, "dataset": params["pretrain"]["dataset"]}
+            for m in _section(params, "pretrain", "central").get("models", [])]
+
+
+def _pretrain_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
+    return _const("models.{model}", "pretrain.dataset", "pretrain.image_size", "pretrain.optimizers",
+                  f"pretrain.{framework}.train", *extra, "seeds")
+
+
+def _evaluation_inputs(*cell_inputs: str) -> Templates:
+    return lambda params: [*cell_inputs, *(f"data/prepared/{d}" for d in params["evaluate"]["datasets"])]
+
+
+def _evaluation_params(framework: str) -> Templates:
+    def keys(params: dict) -> list[str]:
+        protocols = params["evaluate"]["protocols"].get(framework, [])
+        return ["pretrain.image_size", "evaluate.datasets", f"evaluate.protocols.{framework}",
+                *(f"evaluate.{p}" for p in protocols), "seeds"]
+    return keys
+
+
+def _evaluated(framework: str, cells: Callable[[dict], list[Fields]]) -> Callable[[dict], list[Fields]]:
+    """Cells whose framework has at least one evaluation protocol."""
+    return lambda params: cells(params) if params["evaluate"]["protocols"].get(framework) else []
+
+
+def _named(section: str, *lookups: str) -> Callable[[dict], list[Fields]]:
+    """One instance per entry of a params section; ``lookups`` copy fields of the entry."""
+    return lambda params: [{"name": name, **{k: str(spec[k]) for k in lookups}}
+                           for name, spec in (params.get(section) or {}).items()]
+
+
+def _single(section: str) -> Callable[[dict], list[Fields]]:
+    return lambda params: [{}] if params.get(section) else []
+
+
+CODE_MANIFESTS = "reports/lineage/code"
+
+
+def manifest_path(kind_name: str) -> str:
+    """The code manifest a stage of this kind depends on under DVC (see ``pipeline/code.py``)."""
+    return f"{CODE_MANIFESTS}/{kind_name}.json"
+
+
+def _code_outputs(params: dict) -> list[str]:
+    return [manifest_path(kind.name) for kind in KINDS if kind.name != "code" and kind.grid(params)]
+
+
+def _report_inputs(params: dict) -> list[str]:
+    """Every evaluation result folder, and the theory summary when the theory stage runs."""
+    evaluations = [kind for kind in KINDS if kind.name.startswith("evaluate_")]
+    results = [out.rstrip("/").format(**fields) for kind in evaluations
+               for fields in kind.grid(params) for out in kind.outputs(params)]
+    return results + (["reports/theory"] if params.get("theory") else [])
+
+
+def _report_outputs(params: dict) -> list[str]:
+    return ["reports/README.md", "reports/table1.csv", "reports/linear_probe.csv",
+            f"reports/figures/fig2a-{params['report']['dataset']}.png"]
+
+
+KINDS: tuple[StageKind, ...] = (
+    StageKind("code", "code:run", (), "Code manifests: the md5 of each stage kind's import closure.",
+              grid=lambda params: [{}], params=_const(), outputs=_code_outputs),
+    StageKind("prepare", "prepare:run", ("name",), "Prepare a dataset (params section 'datasets').",
+              grid=_named("datasets"), params=_const("datasets.{name}"),
+              outputs=_const("data/prepared/{name}/")),
+    StageKind("partition", "partition:run", ("name",), "Split a prepared dataset among clients.",
+              grid=_named("partitions", "dataset"), params=_const("partitions.{name}"),
+              inputs=_const("data/prepared/{dataset}"),
+              outputs=_const("data/partitions/{name}/", "reports/figures/partitions/{name}.png")),
+    StageKind("graph", "graph:run", ("name",), "Build a communication graph and its mixing matrices.",
+              grid=_named("graphs", "partition"), params=_const("graphs.{name}"),
+              inputs=_const("data/partitions/{partition}"),
+              outputs=_const("data/graphs/{name}/graph.json", "reports/figures/graphs/{name}.png")),
+    StageKind("graph_improve", "graph_improve:run", ("name",),
+              "Add edges to a graph greedily (params 'improved_graphs').",
+              grid=_named("improved_graphs", "base"), params=_const("improved_graphs.{name}", "theory"),
+              inputs=_const("data/graphs/{base}/graph.json"),
+              outputs=_const("data/graphs/{name}/graph.json", "reports/figures/graphs/{name}.png")),
+    StageKind("theory", "theory:run", (), "Paper A's linear-model theory checked numerically (params 'theory').",
+              grid=_single("theory"), params=_const("theory"),
+              inputs=lambda params: [f"data/graphs/{g}/graph.json" for g in params["theory"]["graphs"]],
+              outputs=_const("reports/theory/")),
+    StageKind("pretrain_fl", "pretrain:run_fl", ("model", "partition"),
+              "Federated SSL pretraining (FedAvg), every seed.",
+              grid=_fl_cells, params=_pretrain_params("fl"),
+              inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}"),
+              outputs=_const("models/fl/{model}/{partition}/"), training=True),
+    StageKind("pretrain_decl", "pretrain:run_decl", ("model", "graph"),
+              "Decentralized SSL pretraining on a graph, every seed.",
+              grid=_decl_cells, params=_pretrain_params("decl", ("pretrain.decl.partition",)),
+              inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}", "data/graphs/{graph}/graph.json"),
+              outputs=_const("models/decl/{model}/{graph}/"), training=True),
+    StageKind("pretrain_central", "pretrain:run_central", ("model",),
+              "Centralised SSL pretraining (reference), every seed.",
+              grid=_central_cells, params=_pretrain_params("central"),
+              inputs=_const("data/prepared/{dataset}"),
+              outputs=_const("models/central/{model}/"), training=True),
+    StageKind("evaluate_fl", "evaluate:run_fl", ("model", "partition"),
+              "Evaluate an FL cell: every downstream dataset, protocol and seed.",
+              grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl"),
+              inputs=_evaluation_inputs("models/fl/{model}/{partition}"),
+              outputs=_const("reports/metrics/fl/{model}/{partition}/"), training=True),
+    StageKind("evaluate_decl", "evaluate:run_decl", ("model", "graph"),
+              "Evaluate a DecL cell: every downstream dataset, protocol and seed.",
+              grid=_evaluated("decl", _decl_cells), params=_evaluation_params("decl"),
+              inputs=_evaluation_inputs("models/decl/{model}/{graph}", "data/graphs/{graph}/graph.json"),
+              outputs=_const("reports/metrics/decl/{model}/{graph}/"), training=True),
+    StageKind("evaluate_central", "evaluate:run_central", ("model",),
+              "Evaluate a central model: every downstream dataset, protocol and seed.",
+              grid=_evaluated("central", _central_cells), params=_evaluation_params("central"),
+              inputs=_evaluation_inputs("models/central/{model}"),
+              outputs=_const("reports/metrics/central/{model}/"), training=True),
+    StageKind("evaluate_random", "evaluate:run_random", ("backbone",),
+              "Evaluate a randomly initialised backbone (reference), every seed.",
+              grid=_evaluated("random", lambda p: [{"backbone": b} for b in p["evaluate"].get("random_backbones", [])]),
+              params=_evaluation_params("random"), inputs=_evaluation_inputs(),
+              outputs=_const("reports/metrics/random/{backbone}/"), training=True),
+    StageKind("report", "report:run", (), "Tables, figures and reports/README.md from the evaluation results.",
+              grid=_single("report"),
+              params=_const("profile", "report", "pretrain", "evaluate.protocols", "models", "seeds"),
+              inputs=_report_inputs, outputs=_report_outputs),
+)
+KINDS_BY_NAME = {kind.name: kind for kind in KINDS}
+
+
+def instances(params: dict) -> list[StageInstance]:
+    """Every stage of the DAG for ``params`` (a validated params dict), in catalogue order."""
+    found = []
+    for kind in KINDS:
+        outputs = kind.outputs(params)
+        for fields in kind.grid(params):
+            found.append(StageInstance(
+                kind, fields, _fmt(kind.params(params), fields), _fmt(kind.inputs(params), fields),
+                _fmt((o.rstrip("/") for o in outputs), fields),
+                _fmt((o.rstrip("/") for o in outputs if o.endswith("/")), fields)))
+    return found
+
+
+def producer(params: dict, path: str | Path) -> StageInstance | None:
+    """The stage whose output is ``path`` or a folder holding it."""
+    target = Path(path).as_posix()
+    for instance in instances(params):
+        if any(target == out or target.startswith(out + "/") for out in instance.outputs):
+            return instance
+    return None
+
+
+def wildcard_pattern(values: Iterable[str]) -> str:
+    """A Snakemake wildcard constraint admitting exactly ``values``."""
+    values = sorted(set(values))
+    return "|".join(re.escape(v) for v in values) if values else "^$"
+
+
+class Catalogue:
+    """The catalogue applied to one project and params file (what both engines render)."""
+
+    def __init__(self, params: dict, project: Path):
+        self.params = params
+        self.project = Path(project)
+
+    @cached_property
+    def stages(self) -> list[StageInstance]:
+        return instances(self.params)
+
+    def code(self, kind: StageKind) -> list[str]:
+        """The kind's code: its import closure (the whole package for the ``code`` stage itself)."""
+        if kind.name == "code":
+            return [self.package_folder]
+        return code_dependencies(kind.module, self.project)
+
+    def dvc_code(self, kind: StageKind) -> list[str]:
+        """What a DVC stage of the kind depends on for its code: its manifest (one lock entry)."""
+        return [self.package_folder] if kind.name == "code" else [manifest_path(kind.name)]
+
+    @property
+    def package_folder(self) -> str:
+        return (source_root(self.project.resolve()) / PACKAGE).relative_to(self.project.resolve()).as_posix()
+
+    def kinds_with_stages(self) -> list[StageKind]:
+        return list(dict.fromkeys(s.kind for s in self.stages))
+
+    def manifest_path(self, kind: StageKind) -> str:
+        return manifest_path(kind.name)
+
+    def of_kind(self, kind: StageKind) -> list[StageInstance]:
+        return [s for s in self.stages if s.kind is kind]

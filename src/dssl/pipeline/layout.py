@@ -1,0 +1,57 @@
+"""Where every stage output lives: one vocabulary for the stage catalogue, the stages and the report.
+
+A stage output is a folder or file named after the registry names of params.yaml, so a path says
+which grid entry produced it (``models/fl/<model>/<partition>/seed-<s>/``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PREPARED = Path("data/prepared")
+PARTITIONS = Path("data/partitions")
+GRAPHS = Path("data/graphs")
+MODELS = Path("models")
+METRICS = Path("reports/metrics")
+FIGURES = Path("reports/figures")
+REPORTS = Path("reports")
+THEORY = REPORTS / "theory"
+CHECKPOINTS = Path("checkpoints")  # resumption aids, outside DVC's outputs (DVC deletes those first)
+
+
+def prepared_dir(dataset: str) -> Path:
+    return PREPARED / dataset
+
+
+def partition_dir(name: str) -> Path:
+    return PARTITIONS / name
+
+
+def partition_figure(name: str) -> Path:
+    return FIGURES / "partitions" / f"{name}.png"
+
+
+def graph_file(name: str) -> Path:
+    return GRAPHS / name / "graph.json"
+
+
+def graph_figure(name: str) -> Path:
+    return FIGURES / "graphs" / f"{name}.png"
+
+
+def seed_dir(seed: int) -> str:
+    return f"seed-{seed}"
+
+
+def model_dir(framework: str, cell: str) -> Path:
+    """All seeds of one pretraining cell (``cell`` = ``<model>`` or ``<model>/<partition or graph>``)."""
+    return MODELS / framework / cell
+
+
+def metrics_dir(framework: str, cell: str) -> Path:
+    """All evaluation results of one pretrained cell (or random-init backbone), every seed."""
+    return METRICS / framework / cell
+
+
+def metrics_file(framework: str, cell: str, seed: int, dataset: str, protocol: str) -> Path:
+    return metrics_dir(framework, cell) / seed_dir(seed) / f"{dataset}-{protocol}.json"

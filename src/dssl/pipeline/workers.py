@@ -1,0 +1,75 @@
+"""A stage's independent tasks (its seeds, or seeds x protocols) on every core, one torch thread each.
+
+Why processes and not threads per model: the embedded models are small, so one training step barely
+speeds up with a second intra-op thread, while two seeds trained side by side take the time of one.
+And a result must not depend on where it ran: CPU kernels sum in a different order with another
+thread count (measured: 1 and 2 threads give different weights after 5 steps), so every task uses
+exactly one thread, under DVC, Snakemake or a pool of any size, and a seed's weights are the same
+bits whichever engine trained it.
+
+Workers are forked (torch is already imported, no thread pool has started: forking is safe) and
+return plain results; the stage process writes outputs and logs to MLflow.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence, TypeVar
+
+Task = TypeVar("Task")
+Result = TypeVar("Result")
+
+THREADS_PER_TASK = 1
+
+
+def available_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def worker_count(tasks: int) -> int:
+    """DSSL_WORKERS if set; 1 under Snakemake (it runs one job per core itself); else every core."""
+    if os.environ.get("DSSL_WORKERS"):
+        wanted = int(os.environ["DSSL_WORKERS"])
+    elif os.environ.get("DSSL_ENGINE") == "snakemake":
+        wanted = 1
+    else:
+        wanted = available_cores()
+    return max(1, min(wanted, tasks))
+
+
+def device():
+    """DSSL_DEVICE (e.g. 'cpu', 'cuda:1'), else the first GPU when there is one, else the CPU."""
+    import torch
+
+    return torch.device(os.environ.get("DSSL_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _single_thread() -> None:
+    import torch
+
+    torch.set_num_threads(THREADS_PER_TASK)
+
+
+def _run_one(job: tuple[Callable[[Task], Result], Task]) -> tuple[Result, float]:
+    """Run one task; return its result and the worker's peak resident memory (MiB)."""
+    import resource
+
+    function, task = job
+    result = function(task)
+    return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_tasks(function: Callable[[Task], Result], tasks: Sequence[Task]) -> list[tuple[Result, float]]:
+    """``function(task)`` for every task, in order, with (result, peak RSS MiB) per task.
+
+    ``function`` must be a module-level function (or a partial of one): workers receive it pickled.
+    """
+    jobs = [(function, task) for task in tasks]
+    workers = worker_count(len(jobs))
+    _single_thread()
+    if workers == 1:
+        return [_run_one(job) for job in jobs]
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(workers, initializer=_single_thread) as pool:
+        return pool.map(_run_one, jobs, chunksize=1)

@@ -1,0 +1,111 @@
+"""The stage catalogue: dvc.yaml is generated from it and current, code dependencies are the import
+closure of each entry module, and the stage count does not grow with the number of seeds."""
+
+from __future__ import annotations
+
+import modulefinder
+from pathlib import Path
+
+import pytest
+
+from dssl.config.params import load_params, read_params
+from dssl.pipeline.catalogue import KINDS, Catalogue, instances, manifest_path, producer
+from dssl.pipeline.code import code_manifest
+from dssl.pipeline.codedeps import closure_files, code_dependencies, compact, import_closure, package_root
+from dssl.pipeline.dvcfile import is_stale, render
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_checked_in_dvc_yaml_is_generated_from_the_catalogue() -> None:
+    assert not is_stale(load_params(REPO / "params.yaml"), REPO), "dvc.yaml is stale: run `dssl dag write`"
+
+
+def test_a_stale_dvc_yaml_is_detected(make_project) -> None:
+    root = make_project("configs/ci.yaml")
+    params = read_params(root / "params.yaml")
+    assert not is_stale(params, root)
+    params["pretrain"]["fl"]["models"] = ["simsiam-cnn"]  # a grid change without `dssl dag write`
+    assert is_stale(params, root)
+
+
+def _modulefinder_imports(entry: str) -> set[str]:
+    """dssl modules an independent static analysis (the bytecode scanner of the standard library) finds."""
+    finder = modulefinder.ModuleFinder(path=[str(package_root())])
+    finder.import_hook(entry)
+    return {name for name in finder.modules if name == "dssl" or name.startswith("dssl.")}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_every_module_the_entry_imports_is_a_dependency(kind) -> None:
+    found = _modulefinder_imports(kind.module)
+    assert kind.module in found
+    assert found <= import_closure(kind.module), sorted(found - import_closure(kind.module))
+
+
+def test_lazy_imports_inside_functions_count() -> None:
+    # pretrain.py imports the federation simulators and the partition loader inside functions only
+    closure = import_closure("dssl.pipeline.pretrain")
+    assert {"dssl.federation.simulator", "dssl.data.partition", "dssl.topology.mixing", "dssl.data.augment"} <= closure
+    assert "dssl.reporting.tables" not in closure
+    assert "dssl.pipeline.catalogue" not in closure  # dispatch is not part of any stage's computation
+
+
+def test_a_registry_that_imports_by_name_counts() -> None:
+    # the evaluation registry loads each protocol's module lazily, by its full name
+    closure = import_closure("dssl.pipeline.evaluate")
+    assert {"dssl.evaluation.finetune", "dssl.evaluation.linear_probe", "dssl.evaluation.knn"} <= closure
+    assert "dssl.federation.simulator" not in closure  # evaluation does not run the simulators
+
+
+def test_compact_lists_a_folder_only_when_all_its_files_are_dependencies() -> None:
+    root = package_root() / "dssl"
+    files = closure_files("dssl.pipeline.report")
+    listed = compact(files, root)
+    for entry in listed:
+        if entry.is_dir():
+            inside = {p for p in entry.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+            assert inside <= set(files), entry
+    assert (root / "reporting" / "paper_numbers.yaml") in files  # package data the report reads
+
+
+def test_each_kind_depends_on_its_code_manifest_in_dvc_yaml() -> None:
+    import yaml
+
+    dvc = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    assert dvc["code"]["deps"] == ["src/dssl"]
+    for kind in KINDS[1:]:
+        block = dvc[kind.name].get("do", dvc[kind.name])
+        assert manifest_path(kind.name) in block["deps"], kind.name
+        assert not [d for d in block["deps"] if d.startswith("src/")], kind.name  # one lock entry for code
+
+
+def test_a_manifest_hashes_exactly_the_closure(tmp_path: Path) -> None:
+    manifest = code_manifest("dssl.pipeline.partition", REPO)
+    expected = {p.relative_to(REPO).as_posix() for p in closure_files("dssl.pipeline.partition")}
+    assert set(manifest["files"]) == expected
+    assert set(code_dependencies("dssl.pipeline.partition", REPO)) <= expected | {
+        str(Path(f).parent.as_posix()) for f in expected} | {"src/dssl/config", "src/dssl/tracking"}
+
+
+def test_seeds_do_not_multiply_stages() -> None:
+    params = load_params(REPO / "params.yaml")
+    one = len(instances({**params, "seeds": [0]}))
+    assert len(instances({**params, "seeds": list(range(10))})) == one
+
+
+def test_producer_names_the_stage_of_an_output() -> None:
+    params = load_params(REPO / "params.yaml")
+    assert producer(params, "data/prepared/digits/train.npz").name == "prepare@digits"
+    assert producer(params, "models/fl/mae-vit/fl-label/seed-1/encoder.pt").name == "pretrain_fl@mae-vit-fl-label"
+    assert producer(params, "data/graphs/uniform-3/graph.json").name == "graph@uniform-3"
+    assert producer(params, "nowhere/file") is None
+
+
+def test_rendered_dvc_yaml_declares_one_block_per_kind() -> None:
+    params = load_params(REPO / "configs/ci.yaml")
+    text = render(params, REPO)
+    assert text.startswith("# Generated by `dssl dag write`")
+    catalogue = Catalogue(params, REPO)
+    assert {s.kind.name for s in catalogue.stages} == {k.name for k in KINDS}
+    assert "foreach:" in text and "${item.model}" in text
