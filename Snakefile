@@ -46,6 +46,11 @@ def _inputs_of(kind):
     return inputs
 
 
+def _arguments_of(kind):
+    """The command's positional arguments: the kind's wildcards, in the catalogue's order."""
+    return lambda wildcards: " ".join(wildcards[arg] for arg in kind.args)
+
+
 def _outputs_of(kind):
     """The kind's output templates: ``{arg}`` placeholders are the rule's wildcards."""
     return [directory(t.rstrip("/")) if t.endswith("/") else t for t in kind.outputs(config)]
@@ -60,6 +65,10 @@ for _kind in KINDS:
         output: _outputs_of(_kind)
         wildcard_constraints:
             **{arg: wildcard_pattern(s.fields[arg] for s in CATALOGUE.of_kind(_kind)) for arg in _kind.args}
+        params:
+            args=_arguments_of(_kind),
         threads: 1
+        # The shell expression is evaluated when a job runs, after this loop has ended: it may use
+        # only what is the same for every rule ({rule}, {params}, PARAMS), never the loop variable.
         shell:
-            " ".join(["dssl", _kind.name, *(f"{{wildcards.{arg}}}" for arg in _kind.args), "--params", PARAMS])
+            "dssl {rule} {params.args} --params " + PARAMS

@@ -114,7 +114,7 @@ def _job_spec(job) -> StageSpec:
     wildcard = "-".join(str(v) for v in job.wildcards_dict.values())
     return StageSpec(
         f"{job.rule.name}@{wildcard}" if wildcard else job.rule.name,
-        job.format_wildcards(job.rule.shellcmd).strip(),
+        " ".join(job.format_wildcards(job.rule.shellcmd, params=job.params, rule=job.rule.name).split()),
         tuple(sorted(_relative(str(f)) for f in job.input)),
         tuple(sorted(_relative(str(f)) for f in job.output)),
     )
