@@ -42,6 +42,7 @@ def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
 def test_a_drift_is_detected(make_project) -> None:
     root = make_project()
     snakefile = root / "Snakefile"
-    snakefile.write_text(snakefile.read_text().replace('"--params", PARAMS])', '"--quiet", "--params", PARAMS])'))
+    snakefile.write_text(snakefile.read_text().replace('"dssl {rule} {params.args} --params "',
+                                                      '"dssl {rule} {params.args} --quiet --params "'))
     dvc, _ = dvc_stages(root)
     assert dvc != snakemake_stages(root)
