@@ -98,7 +98,8 @@ def test_producer_names_the_stage_of_an_output() -> None:
     params = load_params(REPO / "params.yaml")
     assert producer(params, "data/prepared/digits/train.npz").name == "prepare@digits"
     assert producer(params, "models/fl/mae-vit/fl-label/seed-1/encoder.pt").name == "pretrain_fl@mae-vit-fl-label"
-    assert producer(params, "data/graphs/uniform-3/graph.json").name == "graph@uniform-3"
+    assert producer(params, "data/graphs/uniform-3/graph.json").name == "graphs"
+    assert producer(params, "data/graphs/general-3-plus5/graph.json").name == "graph_improve@general-3-plus5"
     assert producer(params, "nowhere/file") is None
 
 

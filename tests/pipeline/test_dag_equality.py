@@ -19,18 +19,19 @@ def test_dvc_and_snakemake_declare_the_same_stages(make_project, params_file: st
     assert [s.name for s in dvc] == [s.name for s in snake]
     assert dvc == snake
     params = yaml.safe_load((root / "params.yaml").read_text())
-    expected_count = sum(len(params[s]) for s in ("datasets", "partitions", "graphs"))
+    expected_count = len(params["datasets"]) + 2  # + partitions, graphs
     assert len(dvc) >= expected_count
 
 
 def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
     root = make_project()
     _, params_deps = dvc_stages(root)
-    section = {"prepare": "datasets", "partition": "partitions", "graph": "graphs"}
     for stage, keys in params_deps.items():
         kind, _, entry = stage.partition("@")
-        if kind in section:
-            assert keys == [f"{section[kind]}.{entry}"], stage
+        if kind in ("prepare", "graph_improve"):
+            assert keys[0] == f"{'datasets' if kind == 'prepare' else 'improved_graphs'}.{entry}", stage
+    # the light stages that build every partition / graph read exactly their section
+    assert params_deps["partitions"] == ["partitions"] and params_deps["graphs"] == ["graphs"]
     # training stages read their model's entry, never the whole models section or another grid
     assert params_deps["pretrain_fl@mae-vit-fl-label"] == sorted([
         "models.mae-vit", "pretrain.dataset", "pretrain.fl.train", "pretrain.image_size", "pretrain.optimizers",

@@ -18,7 +18,7 @@ def ci_project(make_project, monkeypatch):
     monkeypatch.setenv("DSSL_WARM", "0")
     monkeypatch.delenv("DVC_ROOT", raising=False)
     assert main(["prepare", "digits"]) == 0
-    assert main(["partition", "fl-iid"]) == 0
+    assert main(["partitions"]) == 0
     return root
 
 
@@ -27,7 +27,7 @@ def test_a_truncated_prepared_array_names_the_stage_that_rebuilds_it(ci_project:
     npz.write_bytes(npz.read_bytes()[:4000])
     before = (ci_project / "data/partitions/fl-iid/partition.json").read_bytes()
     capsys.readouterr()
-    assert main(["partition", "fl-iid"]) == EXIT_BAD_INPUT
+    assert main(["partitions"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith("error: data/prepared/digits/train.npz: ")
     assert "`dvc checkout data/prepared/digits/train.npz`" in err and "`dvc repro -f prepare@digits`" in err
@@ -42,6 +42,6 @@ def test_a_partition_missing_a_key_fails_the_training_stage_before_training(ci_p
     capsys.readouterr()
     assert main(["pretrain_fl", "simsiam-cnn", "fl-iid"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert "partition.json: missing key 'client_augment'" in err and "`dvc repro -f partition@fl-iid`" in err
+    assert "partition.json: missing key 'client_augment'" in err and "`dvc repro -f partitions`" in err
     assert not (ci_project / "models").exists() or not any((ci_project / "models").rglob("*.pt"))
     assert os.environ.get("DSSL_WARM") == "0"

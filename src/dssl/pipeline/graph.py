@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from dssl.pipeline.common import FIGURES, Stage, StageError, atomic_file, graph_file, partition_dir
+from dssl.pipeline.layout import GRAPHS
+from dssl.tracking import StageRecord
 
 
 def figure_path(name: str) -> Path:
@@ -37,9 +39,8 @@ def write_graph(graph, sizes: np.ndarray, name: str, title: str) -> tuple[dict[s
     return stats, [out, figure]
 
 
-def run(name: str, params_path: Path | str) -> Path:
-    stage = Stage("graph", name, params_path)
-    spec = stage.entry("graphs")
+def build(name: str, spec: dict) -> StageRecord:
+    """One graph of the grid with its mixing matrices and drawing; its MLflow record."""
     from dssl.topology.graphs import GraphError, create_graph
 
     sizes = client_sizes(spec["partition"])
@@ -48,10 +49,18 @@ def run(name: str, params_path: Path | str) -> Path:
     except GraphError as err:
         raise StageError(f"graphs.{name}: {err}") from err
     stats, written = write_graph(graph, sizes, name, f"graph {name}: {graph.topology}")
-    stage.log(
-        {"graphs": {name: spec}},
-        stats,
-        artifacts=written,
-        inputs=[partition_dir(spec["partition"]) / "counts.csv"],
-    )
-    return written[0]
+    return StageRecord("graphs", {"graphs": {name: spec}}, stats, artifacts=written,
+                       inputs=[partition_dir(spec["partition"]) / "counts.csv"], run=name)
+
+
+def run(params_path: Path | str) -> Path:
+    """Stage ``graphs``: every entry of the 'graphs' section, one MLflow run each.
+
+    One stage for all graphs because each takes well under a second while DVC's bookkeeping costs
+    seconds per stage; a graph whose params did not change is rewritten with the same bytes, so the
+    stages that read it do not re-run.
+    """
+    stage = Stage("graphs", "", params_path)
+    records = [build(name, spec or {}) for name, spec in (stage.params.get("graphs") or {}).items()]
+    stage.log_runs(records)
+    return GRAPHS

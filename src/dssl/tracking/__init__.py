@@ -106,7 +106,7 @@ def log_stage(record: StageRecord, profile: str, root: Path | None = None) -> st
 def stage_runs(root: Path, profile: str):
     """All stage runs of a profile in the project's store, as a DataFrame (one row per run).
 
-    Columns: run_id, stage, start_time, ``tags.<name>``, ``params.<name>`` and ``metrics.<name>``.
+    Columns: run_id, run_name, stage, start_time, ``tags.<name>``, ``params.<name>`` and ``metrics.<name>``.
     The client is bound to this project's URI explicitly, so several projects can be read from one
     process.
     """
@@ -121,7 +121,8 @@ def stage_runs(root: Path, profile: str):
         return pd.DataFrame(columns=["run_id", "stage", "start_time"])
     rows = []
     for run in client.search_runs([experiment.experiment_id], max_results=50000):
-        row = {"run_id": run.info.run_id, "stage": run.data.tags.get("stage"), "start_time": run.info.start_time}
+        row = {"run_id": run.info.run_id, "run_name": run.info.run_name, "stage": run.data.tags.get("stage"),
+               "start_time": run.info.start_time}
         row.update({f"tags.{k}": v for k, v in run.data.tags.items()})
         row.update({f"params.{k}": v for k, v in run.data.params.items()})
         row.update({f"metrics.{k}": v for k, v in run.data.metrics.items()})
