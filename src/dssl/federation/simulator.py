@@ -38,6 +38,8 @@ from dssl.federation.local import (
     ClientData,
     LocalResult,
     OptimizerConfig,
+    StepOptions,
+    TrainStep,
     build_optimizer,
     reset_optimizer,
     round_lr,
@@ -62,7 +64,12 @@ RoundCallback = Callable[[dict], None]
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Settings shared by FL and DecL (paper A, appendix A.2 for the paper-scale values)."""
+    """Settings shared by FL and DecL (paper A, appendix A.2 for the paper-scale values).
+
+    ``precision`` (``fp32`` | ``bf16``), ``channels_last`` and ``compile`` choose how each local step
+    runs (``local.StepOptions``: bf16 autocast, channels-last memory format, ``torch.compile``). They
+    are off by default, which is the plain fp32 step every existing result was produced with.
+    """
 
     rounds: int
     local_epochs: int = 1
@@ -72,6 +79,9 @@ class TrainConfig:
     drop_last: bool = True
     deterministic: bool = True
     checkpoint_every: int = 1  # rounds between checkpoints; the last round is always saved
+    precision: str = "fp32"
+    channels_last: bool = False
+    compile: bool = False
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]):
@@ -92,6 +102,26 @@ class TrainConfig:
         for name in ("rounds", "local_epochs", "batch_size", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        self.step_options().validate()
+
+    def step_options(self) -> StepOptions:
+        """The local step's options (``precision``, ``channels_last``, ``compile``)."""
+        return StepOptions(self.precision, self.channels_last, self.compile)
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that decide a run's result, for the checkpoint fingerprint.
+
+        ``checkpoint_every`` does not change the result. Step options enter only when not at their
+        default, so runs with the plain step keep the fingerprints (and checkpoints) they had before
+        these options existed; a bf16, channels-last or compiled run never resumes a plain one.
+        """
+        values = dataclasses.asdict(self)
+        values.pop("checkpoint_every")
+        default = StepOptions()
+        for name in ("precision", "channels_last", "compile"):
+            if values[name] == getattr(default, name):
+                values.pop(name)
+        return values
 
 
 @dataclass(frozen=True)
@@ -169,6 +199,8 @@ class Simulator:
         strategy.setup(method)
         self.initial_state = snapshot(method)
         self.optimizer = build_optimizer(method, config.optimizer, config.optimizer.lr(config.batch_size))
+        # After the initial snapshot: channels-last and compilation leave values and keys unchanged.
+        self.train_step = TrainStep(method, self.optimizer, config.step_options())
         self.local_states: list[dict] = [{} for _ in self.clients]
         self.schedule = self._make_schedule()
         self.metrics: list[dict] = []
@@ -260,7 +292,7 @@ class Simulator:
             shuffle_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.SHUFFLE)),
             augment_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.AUGMENT),
                                               self.device),
-            device=self.device,
+            device=self.device, step=self.train_step,
         )
         self._train_time += time.perf_counter() - began
         return self.strategy.client_upload(client_id, self.method, local_state, ctx), result
@@ -273,8 +305,7 @@ class Simulator:
             clients.update(np.asarray(data.indices, dtype=np.int64).tobytes())
             settings = sorted(getattr(data.augment, "__dict__", {}).items())
             clients.update(f"{type(data.augment).__name__}{settings};".encode())
-        config = dataclasses.asdict(self.config)
-        config.pop("checkpoint_every")  # how often to save does not change the result
+        config = self.config.identity()
         return {
             "kind": self.kind,
             "config": config,

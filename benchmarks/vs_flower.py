@@ -1,0 +1,243 @@
+"""The same FL round in this project's ``FLSimulator`` and in Flower's simulation engine, side by side.
+
+Setting, identical on both sides: SimSiam on ``cnn_small`` at 16 px, scikit-learn's digits (1797 8x8
+images, prepared in memory and resized to 16 px with dssl's ``resized``), 10 clients of 179 images
+(an IID split), 5 clients per round, 1 local epoch, batch 32 with the last partial batch dropped
+(5 steps per client), SGD as ``OptimizerConfig()`` (lr 0.05 * 32 / 256, momentum 0.9, wd 1e-4,
+fresh optimizer state per client and round), FedAvg weighted by client size, 3 rounds, no federated
+evaluation, 1 torch thread per client.
+
+- ours: ``FLSimulator`` trains the sampled clients one after another in this process (1 thread).
+- Flower: ``flwr.simulation.run_simulation`` with a ``ServerApp`` (FedAvg, ``fraction_fit=0.5`` of
+  10 clients = 5) and a ``ClientApp`` whose ``NumPyClient.fit`` loads the global weights, runs the
+  same local epoch with dssl's ``train_client`` (the simulator's own loop: same steps, same
+  optimizer) and returns the weights. Each virtual client gets ``num_cpus=1`` (and 1 torch thread),
+  so Flower's Ray backend runs up to ``cores`` clients at once; the digits are loaded once per
+  worker process and the model is built in ``client_fn``, as Flower's examples do.
+
+Round time: ours, the simulator's per-round ``wall_time_s``; Flower, from the strategy's
+``configure_fit`` to the end of its ``aggregate_fit`` (measured in the server process, a thread of
+this one). The per-round figure is the mean over the rounds after the first (steady state). One-off
+start-up is reported separately: the time before the first round starts (ours: the digits, imports
+of the method, model and simulator; Flower: ``run_simulation`` until its first ``configure_fit``) plus the
+first round's excess over the steady mean. Flower's server starts round 1 while Ray is still booting,
+so its start-up (Ray, worker processes, their imports of torch and dssl) lands in that excess.
+
+    flower_speedup: R x    with R = Flower's steady wall time per round / ours
+
+The end-to-end ratio (whole runs, start-up included) is printed on the line before it.
+
+Flower is an optional extra, never a dependency of the pipeline. Its pins conflict with the locked
+stack (protobuf, fastapi, starlette), so install it into a separate environment:
+
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install -r requirements.lock
+    .venv-bench/bin/pip install --no-deps -e . && .venv-bench/bin/pip install -e '.[bench]'
+    .venv-bench/bin/python benchmarks/vs_flower.py
+
+    PYTHONPATH=src python benchmarks/vs_flower.py [--rounds 3] [--cpus-per-client 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+NUM_CLIENTS, PER_ROUND, EPOCHS, BATCH, IMAGE_SIZE, METHOD, BACKBONE = 10, 5, 1, 32, 16, "simsiam", "cnn_small"
+
+
+# -- shared pieces (imported by Flower's workers too) -----------------------------------------------
+
+def digits_clients() -> list:
+    """The digits as a 16 px ImageSet and 10 equal IID clients (dssl ``ClientData``)."""
+    from sklearn.datasets import load_digits
+
+    from dssl.data.imageset import ArrayImageSet, resized
+    from dssl.federation import ClientData
+
+    digits = load_digits()
+    pixels = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)[..., None]  # [N, 8, 8, 1]
+    images = resized(ArrayImageSet(pixels, digits.target, 10), IMAGE_SIZE)
+    order = np.random.default_rng(0).permutation(len(pixels))
+    per_client = len(pixels) // NUM_CLIENTS
+    return [ClientData(images, np.sort(order[i * per_client:(i + 1) * per_client])) for i in range(NUM_CLIENTS)]
+
+
+def new_method():
+    import torch
+
+    from dssl.methods import create_method
+
+    torch.manual_seed(0)  # same initial weights on both sides
+    return create_method(METHOD, BACKBONE, IMAGE_SIZE, 1)
+
+
+# -- ours ----------------------------------------------------------------------------------------
+
+def run_ours(rounds: int) -> dict[str, Any]:
+    import torch
+
+    from dssl.federation import FLConfig, FLSimulator, OptimizerConfig, create_strategy
+
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    clients = digits_clients()  # inside the start-up, as Flower's workers prepare theirs in theirs
+    config = FLConfig(rounds=rounds, clients_per_round=PER_ROUND, local_epochs=EPOCHS, batch_size=BATCH,
+                      optimizer=OptimizerConfig())
+    simulator = FLSimulator(new_method(), clients, create_strategy("fedavg", aggregation="data_size"), config)
+    startup = time.perf_counter() - start
+    metrics = simulator.run().metrics
+    return {"startup": startup, "rounds": [m["wall_time_s"] for m in metrics],
+            "loss": [m["loss"] for m in metrics], "steps": [m["steps"] for m in metrics]}
+
+
+# -- Flower --------------------------------------------------------------------------------------
+
+def require_flower() -> Any:
+    try:
+        import flwr
+    except ImportError:
+        raise SystemExit("vs_flower.py needs Flower, an optional extra of this project: "
+                         "pip install -e '.[bench]'  (or: pip install 'flwr[simulation]')") from None
+    return flwr
+
+
+_WORKER_CLIENTS: list = []  # per worker process: the digits, prepared once
+
+
+def flower_client_fn(context: Any) -> Any:
+    """Flower's ``client_fn``: a NumPyClient for partition ``context.node_config['partition-id']``."""
+    import torch
+    from flwr.client import NumPyClient
+
+    from dssl.federation.local import OptimizerConfig, build_optimizer, train_client
+    from dssl.federation.reproducibility import torch_generator
+
+    torch.set_num_threads(1)
+    if not _WORKER_CLIENTS:
+        _WORKER_CLIENTS.extend(digits_clients())
+    partition = int(context.node_config["partition-id"])
+    data = _WORKER_CLIENTS[partition]
+    method = new_method()
+    keys = list(method.state_dict())
+
+    class DigitsClient(NumPyClient):
+        def get_parameters(self, config: dict) -> list[np.ndarray]:
+            return [tensor.cpu().numpy() for tensor in method.state_dict().values()]
+
+        def fit(self, parameters: list[np.ndarray], config: dict) -> tuple[list[np.ndarray], int, dict]:
+            # FedAvg averages int buffers (BN's num_batches_tracked) as floats; load_state_dict casts back.
+            method.load_state_dict({k: torch.from_numpy(np.asarray(p)) for k, p in zip(keys, parameters)})
+            optimizer_config = OptimizerConfig()
+            optimizer = build_optimizer(method, optimizer_config, optimizer_config.lr(BATCH))
+            seed = 1000 * int(config.get("server_round", 0)) + partition
+            views = torch_generator(seed + 500)
+            result = train_client(method, optimizer, data, lambda x: method.training_loss(x, generator=views),
+                                  epochs=EPOCHS, batch_size=BATCH, drop_last=True,
+                                  shuffle_generator=torch_generator(seed), augment_generator=torch_generator(seed),
+                                  device=torch.device("cpu"))
+            return self.get_parameters({}), data.num_samples, {"loss": result.losses["loss"],
+                                                               "steps": result.steps}
+
+    return DigitsClient().to_client()
+
+
+def run_flower(rounds: int, cpus_per_client: float) -> dict[str, Any]:
+    flwr = require_flower()
+    from flwr.client import ClientApp
+    from flwr.common import Context, ndarrays_to_parameters
+    from flwr.server import ServerApp, ServerAppComponents, ServerConfig
+    from flwr.server.strategy import FedAvg
+    from flwr.simulation import run_simulation
+
+    initial = ndarrays_to_parameters([t.numpy() for t in new_method().state_dict().values()])
+    marks: dict[str, list] = {"begin": [], "end": [], "loss": [], "steps": []}
+
+    class TimedFedAvg(FedAvg):
+        """FedAvg that stamps each fit round's start and end (in the server process)."""
+
+        def configure_fit(self, server_round, parameters, client_manager):
+            marks["begin"].append(time.perf_counter())
+            return super().configure_fit(server_round, parameters, client_manager)
+
+        def aggregate_fit(self, server_round, results, failures):
+            if failures:
+                raise RuntimeError(f"Flower round {server_round}: {len(failures)} client failures: {failures[0]!r}")
+            aggregated = super().aggregate_fit(server_round, results, failures)
+            marks["end"].append(time.perf_counter())
+            marks["loss"].append(float(np.mean([r.metrics["loss"] for _, r in results])))
+            marks["steps"].append(int(sum(r.metrics["steps"] for _, r in results)))
+            return aggregated
+
+    def server_fn(context: Context) -> ServerAppComponents:
+        strategy = TimedFedAvg(fraction_fit=PER_ROUND / NUM_CLIENTS, min_fit_clients=PER_ROUND,
+                               min_available_clients=NUM_CLIENTS, fraction_evaluate=0.0, min_evaluate_clients=0,
+                               initial_parameters=initial,
+                               on_fit_config_fn=lambda server_round: {"server_round": server_round})
+        return ServerAppComponents(strategy=strategy, config=ServerConfig(num_rounds=rounds))
+
+    backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0},
+               "init_args": {"num_cpus": os.cpu_count()}}
+    start = time.perf_counter()
+    run_simulation(server_app=ServerApp(server_fn=server_fn), client_app=ClientApp(client_fn=flower_client_fn),
+                   num_supernodes=NUM_CLIENTS, backend_config=backend)
+    total = time.perf_counter() - start
+    if len(marks["end"]) != rounds:
+        raise SystemExit(f"Flower finished {len(marks['end'])} of {rounds} rounds; see its log above")
+    return {"startup": marks["begin"][0] - start, "rounds": [e - b for b, e in zip(marks["begin"], marks["end"])],
+            "loss": marks["loss"], "steps": marks["steps"], "total": total, "version": flwr.__version__}
+
+
+# -- report --------------------------------------------------------------------------------------
+
+def summary(name: str, result: dict[str, Any]) -> str:
+    rounds = " ".join(f"{t:.2f}" for t in result["rounds"])
+    losses = " ".join(f"{x:.4f}" for x in result["loss"])
+    return (f"{name:<7} per round {steady(result):6.2f} s | one-off start-up {one_off(result):6.2f} s "
+            f"(before round 1: {result['startup']:.2f} s) | end-to-end {end_to_end(result):6.2f} s | "
+            f"rounds (s) {rounds} | steps/round {result['steps'][0]} | loss {losses}")
+
+
+def steady(result: dict[str, Any]) -> float:
+    """Mean wall time of the rounds after the first."""
+    rounds = result["rounds"]
+    return statistics.mean(rounds[1:] if len(rounds) > 1 else rounds)
+
+
+def one_off(result: dict[str, Any]) -> float:
+    """Time before round 1 plus round 1's excess over the steady per-round time."""
+    return result["startup"] + result["rounds"][0] - steady(result)
+
+
+def end_to_end(result: dict[str, Any]) -> float:
+    return result.get("total", result["startup"] + sum(result["rounds"]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cpus-per-client", type=float, default=1.0,
+                        help="Ray CPUs per Flower client (1: up to os.cpu_count() clients train at once)")
+    args = parser.parse_args()
+    require_flower()  # fail before spending time on our side
+    ours = run_ours(args.rounds)
+    flower = run_flower(args.rounds, args.cpus_per_client)
+    print(f"command: {shlex.join([sys.executable, *sys.argv])}")
+    print(f"setting: {METHOD} + {BACKBONE}, digits at {IMAGE_SIZE} px, {NUM_CLIENTS} clients, {PER_ROUND} per "
+          f"round, E={EPOCHS}, batch {BATCH}, {args.rounds} rounds, 1 torch thread per client; "
+          f"flwr {flower['version']} (Ray backend, {args.cpus_per_client:g} CPU per client, "
+          f"{os.cpu_count()} CPUs)")
+    print(summary("ours", ours))
+    print(summary("flower", flower))
+    print(f"end-to-end (start-up included): Flower / ours = {end_to_end(flower) / end_to_end(ours):.2f}x")
+    print(f"flower_speedup: {steady(flower) / steady(ours):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
