@@ -7,6 +7,11 @@ thread count (measured: 1 and 2 threads give different weights after 5 steps), s
 exactly one thread, under DVC, Snakemake or a pool of any size, and a seed's weights are the same
 bits whichever engine trained it.
 
+Why more workers than cores: a stage's tasks are few (3 seeds, or 6 seed x protocol pairs), and
+with one worker per core the last task of an odd count runs alone while a core idles. Started all
+at once, one thread each, the operating system shares the cores among them and every core stays
+busy until the end; the results do not change, since each task still uses exactly one thread.
+
 Workers are forked (torch is already imported, no thread pool has started: forking is safe) and
 return plain results; the stage process writes outputs and logs to MLflow.
 """
@@ -20,6 +25,7 @@ Task = TypeVar("Task")
 Result = TypeVar("Result")
 
 THREADS_PER_TASK = 1
+TASKS_PER_CORE = 4  # at most this many workers per core (memory grows with the worker count)
 
 
 def available_cores() -> int:
@@ -27,13 +33,14 @@ def available_cores() -> int:
 
 
 def worker_count(tasks: int) -> int:
-    """DSSL_WORKERS if set; 1 under Snakemake (it runs one job per core itself); else every core."""
+    """DSSL_WORKERS if set; 1 under Snakemake (it runs one job per core itself) and on a GPU (one
+    process owns the device); else every task at once, up to TASKS_PER_CORE per core."""
     if os.environ.get("DSSL_WORKERS"):
         wanted = int(os.environ["DSSL_WORKERS"])
-    elif os.environ.get("DSSL_ENGINE") == "snakemake":
+    elif os.environ.get("DSSL_ENGINE") == "snakemake" or device().type != "cpu":
         wanted = 1
     else:
-        wanted = available_cores()
+        wanted = TASKS_PER_CORE * available_cores()
     return max(1, min(wanted, tasks))
 
 
