@@ -20,12 +20,12 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 validate: setup
 	dssl validate params.yaml
 
-# dvc.yaml is rendered from the stage catalogue for params.yaml (a no-op when the grid is unchanged).
-# The warm stage server pays torch/MLflow imports once; every stage still runs in its own process.
-repro: validate
+# `dag write` validates params.yaml and renders dvc.yaml from the stage catalogue (a no-op when the
+# grid is unchanged). The warm stage server pays torch/MLflow imports once (every stage still runs in
+# its own process); while it starts, the tracking store is created.
+repro: setup
 	dssl dag write --params params.yaml
-	dssl tracking init --params params.yaml
-	dssl warm start
+	dssl warm start --params params.yaml
 	dvc repro; status=$$?; dssl warm stop; exit $$status
 
 snakemake: validate

@@ -92,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     warm = sub.add_parser("warm", help="a server that pays the heavy imports once for all stages")
     warm.add_argument("action", choices=["start", "stop"])
+    warm.add_argument("--params", type=Path, help="with start: also create the tracking store (as 'tracking init')")
     warm.set_defaults(func=_cmd_warm)
     return parser
 
@@ -138,7 +139,10 @@ def _cmd_warm(args: argparse.Namespace) -> int:
 
     root = project_root()
     if args.action == "start":
-        print(f"warm stage server started (pid {warm.start(root)})")
+        process = warm.launch(root)
+        if args.params is not None:  # while the server imports, prepare the tracking store
+            _cmd_tracking_init(args)
+        print(f"warm stage server started (pid {warm.wait_ready(root, process)})")
     else:
         print("warm stage server stopped" if warm.stop(root) else "no warm stage server was running")
     return 0

@@ -182,13 +182,11 @@ def _become_stage(request: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
-def start(root: Path) -> int:
-    """Launch the server in the background (idempotent); returns its pid."""
+def launch(root: Path):
+    """Start the server in the background (replacing a running one); returns its process."""
     import subprocess
-    import time
 
-    path = socket_path(root)
-    if path.exists():
+    if socket_path(root).exists():
         stop(root)
     log = open(Path(root) / ".dssl-warm.log", "w")
     process = subprocess.Popen(
@@ -197,12 +195,24 @@ def start(root: Path) -> int:
         env={**os.environ, "DSSL_WARM": "0"},
     )
     (Path(root) / ".dssl-warm.pid").write_text(str(process.pid))
-    deadline = time.monotonic() + 120
-    while not path.exists():
+    return process
+
+
+def wait_ready(root: Path, process, timeout_s: float = 120) -> int:
+    """Block until the server listens; returns its pid."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not socket_path(root).exists():
         if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"the warm server did not start; see {Path(root) / '.dssl-warm.log'}")
         time.sleep(0.1)
     return process.pid
+
+
+def start(root: Path) -> int:
+    """Launch the server and wait until it serves; returns its pid."""
+    return wait_ready(root, launch(root))
 
 
 def stop(root: Path) -> bool:
