@@ -309,7 +309,7 @@ def test_partition_stage_writes_nothing_from_a_truncated_npz(ci_project: Path) -
     source = Path("data/prepared/digits/train.npz")
     truncate(source)
     with pytest.raises(ArtifactError) as err:
-        partition.run("fl-label", CI_PARAMS)
+        partition.run(CI_PARAMS)
     check(err, source, "not a readable .npz archive")
     partitions = ci_project / "data" / "partitions"
     assert not partitions.exists() or not any(partitions.iterdir())  # no output, no temporary left
@@ -319,8 +319,8 @@ def test_graph_improve_stage_writes_nothing_from_a_damaged_base_graph(ci_project
     from dssl.pipeline import graph, graph_improve, partition
     from dssl.pipeline.common import graph_file
 
-    partition.run("decl-label", CI_PARAMS)
-    graph.run("general-3", CI_PARAMS)
+    partition.run(CI_PARAMS)
+    graph.run(CI_PARAMS)
     truncate(graph_file("general-3"))
     with pytest.raises(ArtifactError) as err:
         graph_improve.run("general-3-plus2", CI_PARAMS)

@@ -65,3 +65,14 @@ def test_metric_names_are_made_valid_for_mlflow() -> None:
 
     assert metric_name("holds.thm4.4[decl,cl>mim].sensitivity") == "holds.thm4.4_decl_cl_mim_.sensitivity"
     assert metric_name("a-b_c.d e:f/g") == "a-b_c.d e:f/g"
+
+
+def test_logging_leaves_no_tracking_uri_for_later_processes(tmp_path: Path, monkeypatch) -> None:
+    """Another project's stages started later from this process must not log into this store."""
+    from dssl.tracking import StageRecord, log_stage
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    log_stage(StageRecord("prepare@x", {"datasets": {"x": {}}}, metrics={"value": 1.0}), "leak", tmp_path)
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+    assert len(stage_runs(tmp_path, "leak")) == 1

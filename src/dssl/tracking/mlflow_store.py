@@ -62,8 +62,9 @@ def init_store(root: Path, profile: str) -> str:
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     with _store_lock(root):
-        mlflow.set_tracking_uri(tracking_uri(root))
-        client = mlflow.MlflowClient()
+        # An explicit client, not mlflow.set_tracking_uri: that also exports MLFLOW_TRACKING_URI, which
+        # every later subprocess (another project's stages) would then inherit and log into.
+        client = mlflow.MlflowClient(tracking_uri=tracking_uri(root))
         name = experiment_name(profile)
         experiment = client.get_experiment_by_name(name)
         if experiment is not None:
