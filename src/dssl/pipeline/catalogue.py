@@ -291,8 +291,5 @@ class Catalogue:
     def kinds_with_stages(self) -> list[StageKind]:
         return list(dict.fromkeys(s.kind for s in self.stages))
 
-    def manifest_path(self, kind: StageKind) -> str:
-        return manifest_path(kind.name)
-
     def of_kind(self, kind: StageKind) -> list[StageInstance]:
         return [s for s in self.stages if s.kind is kind]

@@ -29,7 +29,7 @@ def code_manifest(module: str, project: Path) -> dict:
 
 def run(params_path: Path | str) -> Path:
     stage = Stage("code", "", params_path)
-    from dssl.pipeline.catalogue import Catalogue
+    from dssl.pipeline.catalogue import Catalogue, manifest_path
 
     catalogue = Catalogue(stage.params, stage.root)
     written = []
@@ -37,7 +37,7 @@ def run(params_path: Path | str) -> Path:
         if kind.name == "code":
             continue
         manifest = code_manifest(kind.module, stage.root)
-        out = catalogue.manifest_path(kind)
+        out = manifest_path(kind.name)
         with atomic_file(stage.root / out) as tmp:
             tmp.write_text(json.dumps({"kind": kind.name, **manifest}, indent=1, sort_keys=True) + "\n")
         written.append(out)
