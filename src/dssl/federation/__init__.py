@@ -11,8 +11,7 @@ from dssl.federation.simulator import (
     make_schedule,
 )
 from dssl.federation.state import StackedStates, weighted_average
-from dssl.federation import fedavg  # noqa: F401,E402  (registers the built-in strategies)
-from dssl.federation.strategy import STRATEGIES, ClientContext, Strategy, Upload, create_strategy, register_strategy
+from dssl.federation.strategies import STRATEGIES, ClientContext, Strategy, Upload, create_strategy, register_strategy
 
 __all__ = [
     "CheckpointMismatchError",

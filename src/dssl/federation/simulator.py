@@ -54,7 +54,7 @@ from dssl.federation.reproducibility import (
     torch_generator,
 )
 from dssl.federation.state import StackedStates, StateDict, load_state_, snapshot, state_digest
-from dssl.federation.strategy import LOCAL_MODEL, ClientContext, Strategy, Upload
+from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Strategy, Upload
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ matrix (paper A, Algorithm 2 without the MAR term). Every hook is the ``Strategy
 
 from __future__ import annotations
 
-from dssl.federation.strategy import Strategy, register_strategy
+from dssl.federation.strategies.base import Strategy, register_strategy
 
 
 @register_strategy("fedavg")

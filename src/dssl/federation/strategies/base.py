@@ -1,7 +1,8 @@
 """Strategies: what a federated / decentralized SSL method changes in the FedAvg round.
 
 The simulators run the round; a strategy answers its questions through hooks, so each method of the
-papers is one module (``fedavg.py`` now; FedMAR, FedEMA, FedU, Orchestra, L-DAWA, FeatARC later):
+papers is one module of this package, registered under its params.yaml name with ``@register_strategy``
+and imported by the package ``__init__``:
 
 =====================  =====================================================================
 hook                   question (default = FedAvg / paper A's FL and DecL baselines)
@@ -194,7 +195,7 @@ def register_strategy(name: str) -> Callable[[type[Strategy]], type[Strategy]]:
 
 def create_strategy(name: str, **hparams: Any) -> Strategy:
     """A strategy by registry name, e.g. ``create_strategy("fedavg")``."""
-    from dssl.federation import fedavg  # noqa: F401  (registers the built-in strategies)
+    import dssl.federation.strategies  # noqa: F401  (registers every strategy module)
 
     if name not in STRATEGIES:
         raise KeyError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
