@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from dssl.models.backbones import create_backbone
-from dssl.models.registry import Registry
+from dssl.registry import Registry
 from dssl.models.vit import ViTBackbone
 
 

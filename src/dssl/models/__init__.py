@@ -2,7 +2,7 @@
 
 from dssl.models.backbones import BACKBONES, count_parameters, create_backbone
 from dssl.models.cnn import ResNetBackbone, SmallCNN
-from dssl.models.registry import Registry, UnknownNameError
+from dssl.registry import Registry, UnknownNameError
 from dssl.models.vit import ViTBackbone
 
 __all__ = [

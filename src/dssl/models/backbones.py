@@ -22,7 +22,7 @@ from typing import Any
 from torch import nn
 
 from dssl.models.cnn import ResNetBackbone, SmallCNN
-from dssl.models.registry import Registry
+from dssl.registry import Registry
 from dssl.models.vit import ViTBackbone
 
 BackboneBuilder = Callable[..., nn.Module]
@@ -73,7 +73,7 @@ def create_backbone(name: str, image_size: int, in_chans: int, **overrides: Any)
     """Build the backbone registered as ``name`` for ``image_size`` px, ``in_chans``-channel images.
 
     ``overrides`` change a builder's keyword defaults (e.g. ``patch_size`` of a ViT); an unknown name
-    raises :class:`~dssl.models.registry.UnknownNameError` listing the known ones.
+    raises :class:`~dssl.registry.UnknownNameError` listing the known ones.
     """
     return BACKBONES[name](image_size, in_chans, **overrides)
 

@@ -1,4 +1,4 @@
-"""Name -> object registries whose keys are the strings used in ``params.yaml``."""
+"""Name -> object registries whose keys are the strings used in ``params.yaml`` (torch-free)."""
 
 from __future__ import annotations
 
