@@ -14,9 +14,9 @@ from pathlib import Path
 EXIT_BAD_INPUT = 2
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from dssl.config.params import load_params
+    from dssl.config.registries import load_params_fully
 
-    load_params(args.file)
+    load_params_fully(args.file)
     print(f"{args.file}: valid")
     return 0
 
@@ -33,12 +33,12 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 
 def _cmd_dag(args: argparse.Namespace) -> int:
-    from dssl.config.params import load_params
+    from dssl.config.registries import load_params_fully
     from dssl.pipeline.dvcfile import is_stale, render
     from dssl.tracking import project_root
 
     root = project_root()
-    params = load_params(args.params)
+    params = load_params_fully(args.params)
     if args.action == "check":
         if is_stale(params, root):
             print(f"{root / 'dvc.yaml'} is stale for {args.params}: run `dssl dag write --params {args.params}`",

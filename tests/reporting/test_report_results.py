@@ -8,7 +8,7 @@ import math
 import pytest
 from report_helpers import result, write_results
 
-from dssl.reporting.results import load_results, pooled_std, summarise, within_noise
+from dssl.reporting.results import load_results, summarise
 
 
 def test_load_results_reads_every_json_recursively(tmp_path):
@@ -30,8 +30,9 @@ def test_missing_key_names_the_file_and_the_key(tmp_path):
 @pytest.mark.parametrize("content, message", [
     ("{not json", "not valid JSON"),
     (json.dumps([1, 2]), "expected a JSON object"),
-    (json.dumps(result(framework="gossip")), "key 'framework' is 'gossip'"),
-    (json.dumps(result(protocol="knn")), "key 'protocol' is 'knn'"),
+    (json.dumps(result(framework=3)), "key 'framework' must be a name"),
+    (json.dumps(result(protocol="nearest")), "key 'protocol' is 'nearest'"),
+    (json.dumps(result(n_test=0)), "key 'n_test' must be a positive integer"),
     (json.dumps(result(test_acc=84.3)), "key 'test_acc' must be a number in \\[0, 1\\]"),
     (json.dumps(result(seed="0")), "key 'seed' must be an integer"),
 ])
@@ -47,31 +48,28 @@ def test_empty_folder_is_an_error(tmp_path):
         load_results(tmp_path)
 
 
-def test_summarise_mean_std_n_over_seeds(tmp_path):
-    records = [result(test_acc=acc, seed=seed) for seed, acc in enumerate([0.80, 0.82, 0.84])]
+def test_summarise_mean_interval_and_test_error_over_seeds(tmp_path):
+    records = [result(test_acc=acc, seed=seed, n_test=400) for seed, acc in enumerate([0.80, 0.82, 0.84])]
     records.append(result(scheme="feature", test_acc=0.7))
     df = load_results(write_results(tmp_path, records))
     summary = summarise(df, ["partition"]).set_index("partition")
-    assert summary.loc["fl-iid", "mean"] == pytest.approx(82.0)
-    assert summary.loc["fl-iid", "std"] == pytest.approx(2.0)
-    assert summary.loc["fl-iid", "n"] == 3
-    assert [run[0] for run in summary.loc["fl-iid", "runs"]] == [0, 1, 2]
-    assert summary.loc["fl-feature", "n"] == 1
-    assert math.isnan(summary.loc["fl-feature", "std"])
+    iid = summary.loc["fl-iid"]
+    assert iid["mean"] == pytest.approx(82.0)
+    # sd = 2 pp, t_{0.975, 2} = 4.3027: half-width = 4.3027 * 2 / sqrt(3)
+    assert iid["ci"] == pytest.approx(4.3027 * 2.0 / math.sqrt(3), abs=1e-3)
+    assert iid["n"] == 3
+    # Wilson half-width at p = 0.82, n = 400 (hand-computed with z = 1.95996)
+    z, n, p = 1.959964, 400, 0.82
+    expected = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert iid["test_ci"] == pytest.approx(100 * expected, rel=1e-6)
+    assert [run[0] for run in iid["runs"]] == [0, 1, 2]
+    feature = summary.loc["fl-feature"]
+    assert feature["n"] == 1 and math.isnan(feature["ci"]) and math.isnan(feature["test_ci"])
 
 
 def test_none_stays_none_and_extra_keys_are_ignored(tmp_path):
     df = load_results(write_results(tmp_path, [result("random", None, selected={"lr": 0.1}), result("fl")]))
     assert "selected" not in df.columns
     random = df[df["framework"] == "random"].iloc[0]
-    assert random["model"] is None and random["partition"] is None
+    assert random["model"] is None and random["partition"] is None and random["n_test"] is None
     assert list(summarise(df, ["partition"])["partition"]) == ["fl-iid", None]
-
-
-def test_pooled_std_and_seed_noise():
-    assert pooled_std([1.0, 3.0], [3, 3]) == pytest.approx(math.sqrt(5.0))
-    assert pooled_std([math.nan, 2.0], [1, 4]) == pytest.approx(2.0)
-    assert pooled_std([math.nan], [1]) is None
-    assert within_noise(1.5, [1.0, 3.0], [3, 3]) is True
-    assert within_noise(-2.5, [1.0, 3.0], [3, 3]) is False
-    assert within_noise(0.1, [math.nan, math.nan], [1, 1]) is None

@@ -1,5 +1,5 @@
-"""Stage ``report``: paper A's Table 1 and Fig. 2a (and the theory section) from the evaluation
-results, beside the paper's numbers, in ``reports/``."""
+"""Stage ``report``: the sections ``report.sections`` lists (paper tables and figures, the pretraining
+gain over random init, the theory summary), beside the papers' numbers, in ``reports/``."""
 
 from __future__ import annotations
 
@@ -37,27 +37,32 @@ def settings(params: dict) -> dict[str, object]:
     }
 
 
+DEFAULT_SECTIONS = {"pretraining_gain": {}, "table1": {}, "fig2a": {}, "theory": {}, "lineage": {}}
+
+
 def run(params_path: Path | str) -> Path:
     stage = Stage("report", "", params_path)
     params = stage.params
     from dssl.reporting.readme import write_report
+    from dssl.reporting.sections import FOLDER, check_sections_or_raise
 
+    check_sections_or_raise(params, str(params_path))
     theory = THEORY_SUMMARY.read_text() if THEORY_SUMMARY.exists() else None
     report = params.get("report") or {}
+    sections = report.get("sections") or DEFAULT_SECTIONS
     context = {
         "profile": stage.profile,
         "dataset": report.get("dataset", params["evaluate"]["datasets"][0]),
-        "protocol": report.get("table1_protocol", "finetune"),
         "settings": settings(params),
         "theory": theory,
     }
     # Build everything in a scratch folder first: a failure leaves the previous report intact.
     build = REPORTS / ".report-build"
     with atomic_dir(build) as tmp:
-        written = [Path(p).relative_to(tmp) for p in write_report(METRICS, tmp, context).values()]
-    for name in written:
-        (REPORTS / name).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(build / name, REPORTS / name)
+        written = [Path(p).relative_to(tmp) for p in write_report(METRICS, tmp, sections, context).values()]
+    shutil.rmtree(REPORTS / FOLDER, ignore_errors=True)   # no stale section files survive
+    os.replace(build / FOLDER, REPORTS / FOLDER)
+    os.replace(build / "README.md", REPORTS / "README.md")
     shutil.rmtree(build, ignore_errors=True)
     artifacts = [REPORTS / name for name in written]
     stage.log({"report": report, "profile": stage.profile}, {}, artifacts=artifacts, inputs=[METRICS])

@@ -1,8 +1,9 @@
 """Evaluation result files: loading, validation and aggregation over seeds.
 
-Each evaluate stage writes one JSON per (pretrained model x downstream dataset x protocol). Paper A
-(FedMAR, ICLR 2026) reports every number as the mean of 3 trials without a spread; the report keeps the
-mean and, when several seeds exist, the std and n, so that gaps can be judged against seed noise.
+Each evaluate stage writes one JSON per (pretrained model x downstream dataset x protocol x seed).
+Paper A (FedMAR, ICLR 2026) reports every number as the mean of 3 trials without a spread; the report
+keeps the mean with two separate errors (see ``stats``): the 95 % Student-t interval over seeds and the
+test-set sampling error (Wilson interval on ``n_test`` images).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, Sequence
 import pandas as pd
 
 from dssl.artifacts import ArtifactError, read_json
+from dssl.evaluation.registry import PROTOCOLS
+from dssl.reporting.stats import binomial_interval, seed_interval
 
 REQUIRED_KEYS = (
     "framework", "model", "method", "backbone", "family",
@@ -21,16 +24,16 @@ REQUIRED_KEYS = (
     "graph", "topology", "connectivity",
     "dataset", "protocol", "test_acc", "val_acc", "seed", "stage", "mlflow_run_id",
 )
-FRAMEWORKS = ("fl", "decl", "central", "random")
-PROTOCOLS = ("linear_probe", "finetune")
+# Keys of newer result files; older files read as these defaults.
+OPTIONAL_KEYS: dict[str, Any] = {"n_test": None, "strategy": None}
+SUMMARY_COLUMNS = ["mean", "ci", "n", "test_ci", "runs"]
 
 
 def load_results(folder: Path | str) -> pd.DataFrame:
     """All result JSONs under ``folder`` (recursively), one row each, plus the ``file`` they came from.
 
     Raises ``ArtifactError`` (a ValueError) naming the file and the problem (bad JSON, missing key,
-    unknown framework or protocol, accuracy outside [0, 1]), and when the folder is missing or holds
-    no result file at all.
+    unknown protocol, accuracy outside [0, 1]), and when the folder is missing or holds no result file.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -40,65 +43,86 @@ def load_results(folder: Path | str) -> pd.DataFrame:
         raise ArtifactError(folder, "no result files (*.json) under this folder")
     rows = [_read_result(path) for path in files]
     # object columns keep None as None (pandas' string dtype would turn it into NaN)
-    df = pd.DataFrame(rows, columns=[*REQUIRED_KEYS, "file"], dtype=object)
+    df = pd.DataFrame(rows, columns=[*REQUIRED_KEYS, *OPTIONAL_KEYS, "file"], dtype=object)
     return df.astype({"alpha": float, "connectivity": float, "test_acc": float, "val_acc": float, "seed": int})
 
 
 def _read_result(path: Path) -> dict[str, Any]:
     record = read_json(path, REQUIRED_KEYS)
     _check_values(path, record)
-    return {**{key: record[key] for key in REQUIRED_KEYS}, "file": str(path)}
+    return {**{key: record[key] for key in REQUIRED_KEYS},
+            **{key: record.get(key, default) for key, default in OPTIONAL_KEYS.items()}, "file": str(path)}
 
 
 def _check_values(path: Path, record: dict[str, Any]) -> None:
-    if record["framework"] not in FRAMEWORKS:
-        raise ArtifactError(path, f"key 'framework' is {record['framework']!r}, expected one of {FRAMEWORKS}")
     if record["protocol"] not in PROTOCOLS:
-        raise ArtifactError(path, f"key 'protocol' is {record['protocol']!r}, expected one of {PROTOCOLS}")
-    if not isinstance(record["seed"], int) or isinstance(record["seed"], bool):
+        raise ArtifactError(path, f"key 'protocol' is {record['protocol']!r}, expected one of {sorted(PROTOCOLS)}")
+    if not isinstance(record["framework"], str) or not record["framework"]:
+        raise ArtifactError(path, f"key 'framework' must be a name, got {record['framework']!r}")
+    if not _is_int(record["seed"]):
         raise ArtifactError(path, f"key 'seed' must be an integer, got {record['seed']!r}")
     accuracy = record["test_acc"]
     if isinstance(accuracy, bool) or not isinstance(accuracy, (int, float)) or not 0.0 <= accuracy <= 1.0:
         raise ArtifactError(path, f"key 'test_acc' must be a number in [0, 1], got {accuracy!r}")
+    n_test = record.get("n_test")
+    if n_test is not None and (not _is_int(n_test) or n_test < 1):
+        raise ArtifactError(path, f"key 'n_test' must be a positive integer, got {n_test!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def summarise(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Test accuracy in percent per group of ``by``: mean, std (NaN when n = 1), n, and the runs.
+    """Test accuracy in percent per group of ``by``: mean, 95 % seed interval, n, test-set error, runs.
 
-    ``runs`` is a sorted tuple of (seed, stage, mlflow_run_id), the lineage of the group's number.
-    Groups keep first-appearance order; None keys form groups of their own.
+    ``ci`` is the half-width of the Student-t interval over seeds (NaN when n = 1); ``test_ci`` the
+    half-width of the Wilson interval of the mean accuracy on the group's test-set size (NaN when the
+    results do not record ``n_test``). ``runs`` is a sorted tuple of (seed, stage, mlflow_run_id), the
+    lineage of the group's number. Groups keep first-appearance order; None keys form groups of their own.
     """
     by = list(by)
     rows = []
     for key, group in df.groupby(by, dropna=False, sort=False):
-        accuracy = 100.0 * group["test_acc"].astype(float)
-        runs = zip(group["seed"], group["stage"], group["mlflow_run_id"])
         rows.append({
             **{column: _missing_as_none(value) for column, value in zip(by, key)},
-            "mean": float(accuracy.mean()),
-            "std": float(accuracy.std(ddof=1)) if len(accuracy) > 1 else math.nan,
-            "n": len(accuracy),
-            "runs": tuple(sorted(runs, key=lambda run: (run[0], run[1]))),
+            **accuracy_summary(group),
         })
-    summary = pd.DataFrame(rows, columns=[*by, "mean", "std", "n", "runs"], dtype=object)
-    return summary.astype({"mean": float, "std": float, "n": int})
+    summary = pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS], dtype=object)
+    return summary.astype({"mean": float, "ci": float, "n": int, "test_ci": float})
+
+
+def accuracy_summary(group: pd.DataFrame) -> dict[str, Any]:
+    """Mean accuracy (%) of one group of results with its seed and test-set half-widths and lineage."""
+    accuracy = [float(a) for a in group["test_acc"]]
+    seeds = seed_interval(accuracy)
+    n_test = _common_test_size(group)
+    test = binomial_interval(seeds.mean, n_test) if n_test else None
+    runs = zip(group["seed"], group["stage"], group["mlflow_run_id"])
+    return {
+        "mean": 100.0 * seeds.mean,
+        "ci": 100.0 * seeds.half_width,
+        "n": seeds.n,
+        "test_ci": 100.0 * test.half_width if test else math.nan,
+        "runs": tuple(sorted(runs, key=lambda run: (run[0], run[1]))),
+    }
+
+
+def _common_test_size(group: pd.DataFrame) -> int | None:
+    sizes = {int(n) for n in group.get("n_test", pd.Series(dtype=object)) if n is not None and not pd.isna(n)}
+    return sizes.pop() if len(sizes) == 1 else None
+
+
+def accuracy_by_seed(group: pd.DataFrame) -> dict[int, float]:
+    """{seed: test accuracy} of one cell; raises ValueError when a seed occurs twice (mixed cells)."""
+    seeds = [int(s) for s in group["seed"]]
+    if len(seeds) != len(set(seeds)):
+        repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        raise ValueError(f"seed(s) {repeated} occur more than once in one cell: "
+                         f"{sorted(set(group['stage']))}; select one model and partition per cell")
+    return dict(zip(seeds, (float(a) for a in group["test_acc"])))
 
 
 def _missing_as_none(value: Any) -> Any:
     """groupby hands a None key back as NaN; the summary keeps it None like the loaded results."""
     return None if isinstance(value, float) and math.isnan(value) else value
-
-
-def pooled_std(stds: Sequence[float], ns: Sequence[int]) -> float | None:
-    """sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1)) over the groups with a spread; None when none has one."""
-    spread = [(s, n) for s, n in zip(stds, ns) if n > 1 and not math.isnan(s)]
-    dof = sum(n - 1 for _, n in spread)
-    if dof == 0:
-        return None
-    return math.sqrt(sum((n - 1) * s * s for s, n in spread) / dof)
-
-
-def within_noise(gap: float, stds: Sequence[float], ns: Sequence[int]) -> bool | None:
-    """Whether |gap| is smaller than the pooled seed std of the groups compared (None: std unknown)."""
-    noise = pooled_std(stds, ns)
-    return None if noise is None else bool(abs(gap) < noise)

@@ -14,7 +14,7 @@ Nothing here is fitted to the paper: the data come from data_model, the matrices
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,9 @@ from dssl.theory.objectives import (
 )
 from dssl.theory.sensitivity import representability_from_basis, sensitivity
 from dssl.theory.solutions import TheoryModel, closed_form_solution
+
+if TYPE_CHECKING:
+    from dssl.config.params import Checker
 
 # "decl_nbhd" (opt-in): mean over clients of the minimiser of client i's neighbourhood objective
 # (1/|A_i|) sum_{j in A_i} L_j -- the per-client models before DecL's final averaging (Eq. 26's X_i-bar).
@@ -545,3 +548,14 @@ def run_improvement_study(cfg: dict, graphs: dict[str, dict]) -> pd.DataFrame:
     results = _run_tasks(_improvement_task, tasks, cfg["n_jobs"], [1.0] * len(tasks))
     rows = [row for task_rows in results for row in task_rows]
     return pd.DataFrame(rows)
+
+
+def check_theory_params(c: Checker) -> None:
+    """The ``theory`` section's model options against ``resolve_theory_cfg`` (for ``dssl validate``)."""
+    theory = c.params.get("theory")
+    if not isinstance(theory, dict):
+        return
+    try:
+        resolve_theory_cfg({k: v for k, v in theory.items() if k != "graphs"})
+    except (ValueError, TypeError, KeyError) as err:
+        c.add("theory", str(err).strip("'\""), "see docs/theory.md for the options")

@@ -1,0 +1,28 @@
+"""Checks of params against registries whose code is heavy or belongs to one stage only.
+
+``config.sections`` checks structure and is part of every stage's code lineage. The checks here live
+with the code that owns the names (the report's sections, the theory's options) and run in
+``dssl validate``, ``dssl dag write`` and in the stage that reads the section -- so a report change
+reruns the report, not every training stage. Only the CLI imports this module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dssl.config.params import Checker, ParamsError, load_params
+from dssl.reporting.sections import check_report_params
+from dssl.theory.sweep import check_theory_params
+
+REGISTRY_CHECKS = (check_report_params, check_theory_params)
+
+
+def load_params_fully(path: Path | str) -> dict:
+    """``load_params`` plus every registry check; one ParamsError listing the problems."""
+    params = load_params(path)
+    checker = Checker(params, Path(path).resolve().parent)
+    for check in REGISTRY_CHECKS:
+        check(checker)
+    if checker.problems:
+        raise ParamsError(str(path), checker.problems)
+    return params

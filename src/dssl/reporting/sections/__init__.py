@@ -1,0 +1,22 @@
+"""Report sections, one module per paper table or figure (registry ``SECTIONS``, ``create_section``).
+
+Importing this package registers every section; a new table is one module with a
+``@register_section`` :class:`ReportSection` subclass, imported here, and a name in
+``report.sections`` of params.yaml.
+"""
+
+from dssl.reporting.sections import fig2a, notes, pretraining_gain, table1  # noqa: F401  (registration)
+from dssl.reporting.sections.base import (
+    FOLDER,
+    SECTIONS,
+    ReportContext,
+    ReportSection,
+    SectionOutput,
+    check_report_params,
+    check_sections_or_raise,
+    create_section,
+    register_section,
+)
+
+__all__ = ["FOLDER", "SECTIONS", "ReportContext", "ReportSection", "SectionOutput", "check_report_params",
+           "check_sections_or_raise", "create_section", "register_section"]

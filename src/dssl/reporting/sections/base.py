@@ -1,0 +1,131 @@
+"""A report section: one table or figure of a paper, measured, beside the paper, with its claims checked.
+
+Each section is three steps, so that its numbers, its verdicts and its text cannot drift apart:
+``data`` (long-form cells from the evaluation results; written as ``<name>.csv``) -> ``findings``
+(one :class:`~dssl.reporting.claims.Finding` per checked claim) -> ``markdown``. Sections are registered
+under the names ``params.yaml`` lists in ``report.sections``; their options are the keyword arguments
+of ``__init__`` (an unknown option is a TypeError naming it).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping
+
+import pandas as pd
+
+from dssl.config.params import Checker, ParamsError
+from dssl.registry import Registry
+from dssl.reporting.claims import Finding
+from dssl.reporting.tables import runs_text
+
+
+FOLDER = "sections"   # next to README.md: every section's CSV and figures, and claims.csv
+
+
+@dataclass
+class ReportContext:
+    """What every section may read: the results, the build's profile and settings, the paper's numbers."""
+
+    results: pd.DataFrame
+    profile: str
+    dataset: str                         # the downstream dataset the tables show
+    paper: Mapping[str, Any]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    theory: str | None = None
+
+
+@dataclass
+class SectionOutput:
+    """A rendered section: its Markdown, its findings, its CSV data and the figures to draw."""
+
+    name: str
+    markdown: str
+    findings: list[Finding]
+    data: pd.DataFrame | None = None
+    figures: dict[str, Callable[[Path], Path]] = field(default_factory=dict)
+
+
+class ReportSection:
+    """Base class: subclasses set ``title`` and implement ``data``, ``findings`` and ``markdown``."""
+
+    name: ClassVar[str] = "base"
+    title: ClassVar[str] = ""
+
+    def data(self, ctx: ReportContext) -> pd.DataFrame:
+        raise NotImplementedError
+
+    def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
+        return []
+
+    def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
+        raise NotImplementedError
+
+    def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
+        """Figure file name (in ``FOLDER``) -> a function drawing it at a given path (none by default)."""
+        return {}
+
+    def csv(self, data: pd.DataFrame) -> pd.DataFrame:
+        """The section's CSV: its data, with each cell's runs as text ("seed s: <stage> (<run id>)")."""
+        if "runs" in data:
+            return data.assign(runs=[runs_text(runs) for runs in data["runs"]])
+        return data
+
+    def empty_text(self) -> str:
+        return "No results for this section in this build."
+
+    def render(self, ctx: ReportContext) -> SectionOutput:
+        data = self.data(ctx)
+        heading = f"## {self.title}"
+        if data is None or data.empty:
+            return SectionOutput(self.name, f"{heading}\n\n{self.empty_text()}", [], None)
+        findings = self.findings(data, ctx)
+        body = self.markdown(data, findings, ctx)
+        return SectionOutput(self.name, f"{heading}\n\n{body}", findings, self.csv(data), self.figures(data, ctx))
+
+
+SECTIONS: Registry[type[ReportSection]] = Registry("report section")
+
+
+def register_section(name: str) -> Callable[[type[ReportSection]], type[ReportSection]]:
+    """Class decorator: make a section available to ``report.sections`` in params.yaml."""
+
+    def register(cls: type[ReportSection]) -> type[ReportSection]:
+        cls.name = name
+        return SECTIONS.register(name)(cls)
+
+    return register
+
+
+def check_report_params(c: Checker) -> None:
+    """``report.sections`` against the registry: known names, options each section accepts."""
+    sections = (c.params.get("report") or {}).get("sections") or {}
+    for name, options in sections.items():
+        path = f"report.sections.{name}"
+        if name not in SECTIONS:
+            c.add(path, "unknown report section", f"one of: {', '.join(sorted(SECTIONS))}")
+            continue
+        try:
+            create_section(name, options if isinstance(options, dict) else None)
+        except (TypeError, ValueError) as err:
+            c.add(path, str(err))
+
+
+def check_sections_or_raise(params: dict, source: str) -> None:
+    """``check_report_params`` as one ParamsError (the report stage calls it before any work)."""
+    checker = Checker(params, Path("."))
+    check_report_params(checker)
+    if checker.problems:
+        raise ParamsError(source, checker.problems)
+
+
+def create_section(name: str, options: Mapping[str, Any] | None = None) -> ReportSection:
+    """A section by registry name with its params.yaml options; unknown options fail naming the allowed."""
+    cls = SECTIONS[name]
+    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = sorted(set(options or {}) - set(allowed))
+    if unknown:
+        raise TypeError(f"report section {name!r} has no option(s) {unknown}; its options: {allowed or 'none'}")
+    return cls(**(options or {}))

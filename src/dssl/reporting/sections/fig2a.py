@@ -1,0 +1,120 @@
+"""Paper A's Fig. 2a: DecL accuracy against average connectivity |A|, with FL as the reference.
+
+Paper A (FedMAR, ICLR 2026), Fig. 2a: 20 clients, |A| in {3, 5, 10, 20 (= FL)}, uniform and general
+topologies, CIFAR-100 fine-tuning; its values are given only in the figure, so none are printed here.
+Claims checked per topology (paired by seed, gated on pretraining beating random init):
+1. accuracy rises with |A|: the largest-|A| point minus the smallest-|A| point > 0;
+2. FL is never below DecL: FL (the complete graph) minus each DecL point >= 0 -- contradicted when some
+   point is above FL beyond its interval, supported when FL is above every point beyond its interval.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+from scipy.stats import spearmanr
+
+from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
+from dssl.reporting.figures import FL_LABEL, TOPOLOGIES, fig2a_runs, figure2a
+from dssl.reporting.results import summarise
+from dssl.reporting.sections.base import FOLDER, ReportContext, ReportSection, register_section
+from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from dssl.reporting.tables import CELL_NOTE, dataset_name, format_summary, markdown_table
+
+CLAIM_RISE = "DecL accuracy rises with the average connectivity |A| (paper A, Fig. 2a)"
+CLAIM_FL = "FL is never below DecL (paper A, Fig. 2a)"
+POINT = ["topology", "connectivity", "graph"]
+
+
+@register_section("fig2a")
+class Fig2a(ReportSection):
+    """Fig. 2a for one pretrained DecL model and partition (options select them when several ran)."""
+
+    title = "Fig. 2a: DecL accuracy against connectivity"
+
+    def __init__(self, protocol: str = "finetune", model: str | None = None, partition: str | None = None) -> None:
+        self.protocol, self.model, self.partition = protocol, model, partition
+
+    def data(self, ctx: ReportContext) -> pd.DataFrame:
+        try:
+            self._runs, self._selection = fig2a_runs(ctx.results, ctx.dataset, self.model, self.partition,
+                                                     self.protocol)
+        except ValueError as err:
+            if "no DecL" in str(err):
+                return pd.DataFrame()
+            raise
+        return summarise(self._runs, POINT).sort_values(["topology", "connectivity"], kind="stable")
+
+    def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
+        gate = PretrainingGate(ctx.results)
+        cells = {graph: group for graph, group in self._runs.groupby("graph", sort=False)}
+        complete = self._runs[self._runs["topology"] == "complete"]
+        found = []
+        for topology in TOPOLOGIES:
+            points = data[data["topology"] == topology].sort_values("connectivity")
+            if len(points) >= 2:
+                found.append(self._rise(topology, points, cells, gate))
+            if len(points) and not complete.empty:
+                found.append(self._fl_not_below(topology, points, cells, complete, gate))
+        return found
+
+    def _rise(self, topology: str, points: pd.DataFrame, cells: dict, gate: PretrainingGate) -> Finding:
+        low, high = points.iloc[0], points.iloc[-1]
+        subject = f"{topology} topology, |A| {low['connectivity']:g} -> {high['connectivity']:g}"
+        blocked = gate.untestable({low["graph"]: cells[low["graph"]], high["graph"]: cells[high["graph"]]})
+        if blocked:
+            return Finding(self.name, CLAIM_RISE, subject, UNTESTABLE, None, blocked)
+        diff, outcome = compare(cells[high["graph"]], cells[low["graph"]], +1)
+        rho = _spearman(list(points["connectivity"]), list(points["mean"]))
+        return Finding(self.name, CLAIM_RISE, subject, outcome, diff,
+                       f"largest - smallest |A| (Spearman rho of the means {rho})")
+
+    def _fl_not_below(self, topology: str, points: pd.DataFrame, cells: dict, complete: pd.DataFrame,
+                      gate: PretrainingGate) -> Finding:
+        subject = f"{topology} topology, FL vs every |A|"
+        blocked = gate.untestable({FL_LABEL: complete, **{g: cells[g] for g in points["graph"]}})
+        if blocked:
+            return Finding(self.name, CLAIM_FL, subject, UNTESTABLE, None, blocked)
+        compared = [(graph, *compare(complete, cells[graph], +1)) for graph in points["graph"]]
+        outcomes = [outcome for _, _, outcome in compared]
+        overall = (CONTRADICTED if CONTRADICTED in outcomes
+                   else SUPPORTED if all(o == SUPPORTED for o in outcomes) else INCONCLUSIVE)
+        graph, diff, _ = min(compared, key=lambda c: c[1].mean)
+        return Finding(self.name, CLAIM_FL, subject, overall, diff, f"FL - {graph} (the closest DecL point)")
+
+    def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
+        selection = self._selection
+        table = pd.DataFrame({
+            "topology": data["topology"], "|A|": [f"{c:g}" for c in data["connectivity"]],
+            "graph": data["graph"], "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
+        return "\n\n".join([
+            f"![Fig. 2a: DecL accuracy against |A|]({FOLDER}/fig2a.png)",
+            f"DecL {self.protocol} accuracy on {dataset_name(selection['dataset'])} for {selection['model']} "
+            f"pretrained on partition {selection['partition']}, against the average connectivity |A| (self "
+            f"included): {CELL_NOTE}. Paper A gives its values only in the figure. The FL reference is the "
+            f"DecL run on the complete graph (\"{FL_LABEL}\"): uniform mixing over all clients equals FedAvg "
+            "with every client taking part and uniform weights.",
+            markdown_table(table, index=False),
+            "**Claim check** (paired by seed; tested only where every compared pretraining beats its "
+            "random-init backbone)\n\n" + "\n".join(
+                f"- {f.claim.split(' (')[0]} — {f.subject}: **{f.verdict}** — {f.evidence()}" for f in findings),
+        ])
+
+    def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
+        selection = self._selection
+        return {"fig2a.png": lambda path: figure2a(
+            ctx.results, path, selection["dataset"], selection["model"], selection["partition"], self.protocol)}
+
+    def empty_text(self) -> str:
+        return f"No DecL {self.protocol} results in this build."
+
+
+def _spearman(x: list[float], y: list[float]) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # constant input: rho is undefined
+        rho = float(spearmanr(x, y).statistic)
+    return "n/a" if math.isnan(rho) else f"{rho:.2f}"

@@ -1,0 +1,135 @@
+"""Report sections on constructed results: cells, verdicts, the gate, options, files."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from dssl.config.params import Checker
+from dssl.reporting.readme import write_report
+from dssl.reporting.results import load_results
+from dssl.reporting.sections import SECTIONS, ReportContext, check_report_params, create_section
+from dssl.reporting.tables import load_paper_numbers
+
+from report_helpers import decl_result, result, write_results
+
+SEEDS = (0, 1, 2)
+NOISE = (0.0, 0.01, -0.01)
+
+
+def table1_records(iid: float, label: float, random: float = 0.5, protocol: str = "finetune") -> list[dict]:
+    """SimSiam and MAE on the CNN at IID / label non-IID, and the random-init CNN, for three seeds."""
+    records = []
+    for seed, noise in zip(SEEDS, NOISE):
+        for method, drop in (("simsiam", 0.0), ("mae_cnn", 0.02)):
+            records.append(result("fl", method, "cnn_small", "iid", protocol=protocol, test_acc=iid + noise, seed=seed, n_test=450))
+            records.append(result("fl", method, "cnn_small", "dirichlet_balanced", protocol=protocol,
+                                  test_acc=label + drop + noise, seed=seed, n_test=450))
+        records.append(result("random", None, "cnn_small", None, protocol=protocol, test_acc=random + noise, seed=seed, n_test=450))
+    return records
+
+
+def context(tmp_path, records) -> ReportContext:
+    return ReportContext(load_results(write_results(tmp_path / "results", records)), "embedded", "digits",
+                         load_paper_numbers())
+
+
+def test_table1_cells_and_claims(tmp_path):
+    out = create_section("table1").render(context(tmp_path, table1_records(iid=0.90, label=0.85)))
+    cells = out.data.set_index(["row", "setting"])
+    assert cells.loc[("SimSiam + CNN", "IID"), "mean"] == pytest.approx(90.0)
+    assert cells.loc[("MAE + CNN", "L/non-IID"), "mean"] == pytest.approx(87.0)
+    assert cells.loc[("random init + CNN", "IID"), "n"] == 3
+    verdicts = {(f.claim.split(" (")[0], f.subject): f.verdict for f in out.findings}
+    # identical seed noise in both arms: the paired difference is exact, so the drop is decided
+    assert verdicts[("non-IID pretraining lowers accuracy", "SimSiam + CNN, Digits L/non-IID")] == "supported"
+    assert verdicts[("MAE loses less accuracy to non-IID data than SimSiam", "CNN, Digits L/non-IID")] == "supported"
+    assert "87.00 ± " in out.markdown and "(↓3.00)" in out.markdown and "(test ± " in out.markdown
+
+
+def test_table1_claims_are_untestable_when_pretraining_does_not_beat_random_init(tmp_path):
+    out = create_section("table1").render(context(tmp_path, table1_records(iid=0.90, label=0.85, random=0.95)))
+    assert out.findings and {f.verdict for f in out.findings} == {"untestable"}
+    assert all("does not beat random init" in f.detail for f in out.findings)
+
+
+def test_table1_drop_contradicted_when_non_iid_is_higher(tmp_path):
+    out = create_section("table1").render(context(tmp_path, table1_records(iid=0.85, label=0.90)))
+    drops = [f for f in out.findings if f.claim.startswith("non-IID")]
+    assert {f.verdict for f in drops} == {"contradicted"}
+
+
+def fig2a_records(accuracy: dict[tuple[str, float], float], random: float = 0.5) -> list[dict]:
+    records = []
+    for seed, noise in zip(SEEDS, (0.0, 0.004, -0.004)):
+        for (topology, connectivity), acc in accuracy.items():
+            records.append(decl_result(topology, connectivity, acc + noise, seed=seed))
+        records.append(result("random", None, "vit_small", None, test_acc=random + noise, seed=seed))
+    return records
+
+
+def test_fig2a_rise_and_fl_claims(tmp_path):
+    accuracy = {("uniform", 3): 0.70, ("uniform", 5): 0.72, ("uniform", 10): 0.75, ("complete", 20): 0.80,
+                ("general", 3): 0.74, ("general", 10): 0.71}
+    out = create_section("fig2a").render(context(tmp_path, fig2a_records(accuracy)))
+    verdicts = {f.subject: f.verdict for f in out.findings}
+    assert verdicts["uniform topology, |A| 3 -> 10"] == "supported"
+    assert verdicts["general topology, |A| 3 -> 10"] == "contradicted"
+    assert verdicts["uniform topology, FL vs every |A|"] == "supported"
+    assert set(out.figures) == {"fig2a.png"}
+
+
+def test_fig2a_fl_below_a_decl_point_contradicts(tmp_path):
+    accuracy = {("uniform", 3): 0.70, ("uniform", 10): 0.85, ("complete", 20): 0.80}
+    out = create_section("fig2a").render(context(tmp_path, fig2a_records(accuracy)))
+    fl = [f for f in out.findings if f.subject.endswith("FL vs every |A|")]
+    assert fl[0].verdict == "contradicted" and "uniform-10" in fl[0].detail
+
+
+def test_pretraining_gain_rows(tmp_path):
+    out = create_section("pretraining_gain").render(context(tmp_path, table1_records(iid=0.90, label=0.45)))
+    gains = out.data.set_index(["model", "setting"])
+    assert gains.loc[("simsiam-cnn", "fl-iid"), "gain"] == pytest.approx(40.0)
+    assert bool(gains.loc[("simsiam-cnn", "fl-iid"), "beats_random"])
+    assert gains.loc[("simsiam-cnn", "fl-label"), "gain"] == pytest.approx(-5.0)
+    assert not bool(gains.loc[("simsiam-cnn", "fl-label"), "beats_random"])
+
+
+def test_sections_without_results_say_so(tmp_path):
+    ctx = context(tmp_path, table1_records(iid=0.9, label=0.85))
+    assert "No DecL finetune results" in create_section("fig2a").render(ctx).markdown
+    assert create_section("table1", {"protocol": "knn"}).render(ctx).findings == []
+
+
+def test_section_options_are_checked_against_the_registry():
+    checker = Checker({"report": {"sections": {"table1": {"protocl": "knn"}, "table9": {}, "fig2a": {}}}}, None)
+    check_report_params(checker)
+    problems = {p.path: str(p) for p in checker.problems}
+    assert set(problems) == {"report.sections.table1", "report.sections.table9"}
+    assert "protocl" in problems["report.sections.table1"] and "protocol" in problems["report.sections.table1"]
+    assert "fig2a" in problems["report.sections.table9"]
+    assert {"table1", "fig2a", "pretraining_gain", "theory", "lineage"} <= set(SECTIONS)
+
+
+def test_write_report_numbers_match_the_csvs(tmp_path):
+    records = table1_records(iid=0.90, label=0.85) + fig2a_records({("uniform", 3): 0.7, ("uniform", 10): 0.75,
+                                                                     ("complete", 20): 0.8})
+    write_results(tmp_path / "results", records)
+    sections = {"pretraining_gain": {}, "table1": {}, "fig2a": {}, "theory": {}, "lineage": {}}
+    written = write_report(tmp_path / "results", tmp_path / "out", sections,
+                           {"profile": "embedded", "dataset": "digits", "theory": "The theory text."})
+    readme = (tmp_path / "out" / "README.md").read_text()
+    table1 = pd.read_csv(tmp_path / "out" / "sections" / "table1.csv")
+    for row in table1.itertuples():
+        assert f"{row.mean:.2f}" in readme
+        if not math.isnan(row.ci):
+            assert f"{row.mean:.2f} ± {row.ci:.2f} [n={row.n}]" in readme
+    claims = pd.read_csv(tmp_path / "out" / "sections" / "claims.csv")
+    assert set(claims["verdict"]) <= {"supported", "contradicted", "inconclusive", "untestable"}
+    for claim in claims.itertuples():
+        assert f"**{claim.verdict}**" in readme
+    assert "The theory text." in readme and (tmp_path / "out" / "sections" / "fig2a.png").stat().st_size > 0
+    assert readme.index("## Claims at a glance") < readme.index("## Table 1")
+    assert set(written) >= {"readme", "claims.csv", "table1.csv", "fig2a.csv", "pretraining_gain.csv", "fig2a.png"}
