@@ -62,6 +62,19 @@ def _cmd_tracking_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_readme_sync(args: argparse.Namespace) -> int:
+    from dssl.reporting.readme import sync_readme
+    from dssl.tracking import project_root
+
+    root = project_root()
+    changed = sync_readme(root / "README.md", root / "reports" / "README.md", check=args.check)
+    if args.check and changed:
+        print("README.md's expected results differ from reports/README.md: run `dssl readme sync`", file=sys.stderr)
+        return 1
+    print("README.md expected results " + ("updated" if changed else "up to date"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dssl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -94,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument("action", choices=["start", "stop"])
     warm.add_argument("--params", type=Path, help="with start: also create the tracking store (as 'tracking init')")
     warm.set_defaults(func=_cmd_warm)
+
+    readme = sub.add_parser("readme", help="README.md's expected results from the generated report")
+    readme.add_argument("action", choices=["sync"])
+    readme.add_argument("--check", action="store_true", help="exit 1 if README.md differs, change nothing")
+    readme.set_defaults(func=_cmd_readme_sync)
     return parser
 
 

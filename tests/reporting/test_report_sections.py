@@ -133,3 +133,24 @@ def test_write_report_numbers_match_the_csvs(tmp_path):
     assert "The theory text." in readme and (tmp_path / "out" / "sections" / "fig2a.png").stat().st_size > 0
     assert readme.index("## Claims at a glance") < readme.index("## Table 1")
     assert set(written) >= {"readme", "claims.csv", "table1.csv", "fig2a.csv", "pretraining_gain.csv", "fig2a.png"}
+
+
+def test_readme_sync_copies_the_claims_and_table1_from_the_report(tmp_path):
+    from dssl.reporting.readme import BLOCK_END, BLOCK_START, sync_readme
+
+    write_results(tmp_path / "results", table1_records(iid=0.90, label=0.85))
+    write_report(tmp_path / "results", tmp_path / "reports", {"table1": {}, "pretraining_gain": {}},
+                 {"profile": "embedded", "dataset": "digits"})
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Project\n\n## Expected results\n{BLOCK_START}\nold numbers\n{BLOCK_END}\n\n## Next\n")
+    assert sync_readme(readme, tmp_path / "reports" / "README.md", check=True)
+    assert "old numbers" in readme.read_text()                    # --check changes nothing
+    assert sync_readme(readme, tmp_path / "reports" / "README.md")
+    text = readme.read_text()
+    assert "old numbers" not in text and "### Claims at a glance" in text and "### Table 1" in text
+    assert "### Does SSL pretraining" not in text and text.endswith("## Next\n")
+    assert "](reports/sections/table1.csv)" in text
+    assert not sync_readme(readme, tmp_path / "reports" / "README.md")   # idempotent
+    readme.write_text("no markers")
+    with pytest.raises(ValueError, match="needs exactly one block"):
+        sync_readme(readme, tmp_path / "reports" / "README.md")
