@@ -131,16 +131,21 @@ def test_registry_names_match_the_validator() -> None:
 
 def test_training_sections(good: dict) -> None:
     good["models"]["simsiam-cnn"]["method"] = "dino"
-    good["pretrain"]["fl"]["partitions"].append("nope")
+    good["pretrain"]["fl"]["grids"]["table1"]["partitions"].append("nope")
+    good["pretrain"]["fl"]["grids"]["table1"]["strategies"] = ["fedprox"]
     good["pretrain"]["fl"]["train"]["clients_per_round"] = 11
-    good["pretrain"]["decl"]["graphs"] = ["uniform-3"]
-    good["pretrain"]["decl"]["partition"] = "fl-iid"
+    good["pretrain"]["decl"]["grids"]["fig2a"]["graphs"] = ["uniform-3", "ring"]
+    good["pretrain"]["decl"]["grids"]["fig2a"]["mixing"] = "uniform"
+    good["strategies"]["decl-uniform"]["mixing"] = "gossip"
     good["evaluate"]["protocols"]["fl"] = ["svm"]
     problems = problems_of(good)
     assert problems["models.simsiam-cnn.method"] == "unknown value 'dino'"
-    assert problems["pretrain.fl.partitions[3]"] == "'nope' is not defined in 'partitions'"
-    assert problems["pretrain.fl.train.clients_per_round"] == "11 > the 10 clients of partition 'fl-iid'"
-    assert "connects the clients of partition 'decl-label', not 'fl-iid'" in problems["pretrain.decl.graphs[0]"]
+    assert problems["pretrain.fl.grids.table1.partitions[3]"] == "'nope' is not defined in 'partitions'"
+    assert problems["pretrain.fl.grids.table1.strategies[0]"] == "'fedprox' is not defined in 'strategies'"
+    assert problems["pretrain.fl.train.clients_per_round"] == "11 > the 10 clients of partition 'fl-feature'"
+    assert "'ring' is not defined" in problems["pretrain.decl.grids.fig2a.graphs[1]"]
+    assert problems["pretrain.decl.grids.fig2a.mixing"] == "unknown key"
+    assert problems["strategies.decl-uniform.mixing"] == "unknown value 'gossip'"
     assert problems["evaluate.protocols.fl[0]"] == "'svm' is not defined in 'protocols'"
 
 

@@ -25,7 +25,7 @@ def test_a_stale_dvc_yaml_is_detected(make_project) -> None:
     root = make_project("configs/ci.yaml")
     params = read_params(root / "params.yaml")
     assert not is_stale(params, root)
-    params["pretrain"]["fl"]["models"] = ["simsiam-cnn"]  # a grid change without `dssl dag write`
+    params["pretrain"]["fl"]["grids"]["table1"]["models"] = ["simsiam-cnn"]  # a grid change without `dssl dag write`
     assert is_stale(params, root)
 
 
@@ -97,7 +97,7 @@ def test_seeds_do_not_multiply_stages() -> None:
 def test_producer_names_the_stage_of_an_output() -> None:
     params = load_params(REPO / "params.yaml")
     assert producer(params, "data/prepared/digits/train.npz").name == "prepare@digits"
-    assert producer(params, "models/fl/mae-vit/fl-label/seed-1/encoder.pt").name == "pretrain_fl@mae-vit-fl-label"
+    assert producer(params, "models/fl/mae-vit/fl-label/fedavg/seed-1/encoder.pt").name == "pretrain_fl@mae-vit-fl-label-fedavg"
     assert producer(params, "data/graphs/uniform-3/graph.json").name == "graphs"
     assert producer(params, "data/graphs/general-3-plus5/graph.json").name == "graph_improve@general-3-plus5"
     assert producer(params, "nowhere/file") is None

@@ -33,11 +33,12 @@ def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
     # the light stages that build every partition / graph read exactly their section
     assert params_deps["partitions"] == ["partitions"] and params_deps["graphs"] == ["graphs"]
     # training stages read their model's entry, never the whole models section or another grid
-    assert params_deps["pretrain_fl@mae-vit-fl-label"] == sorted([
+    assert params_deps["pretrain_fl@mae-vit-fl-label-fedavg"] == sorted([
         "models.mae-vit", "pretrain.dataset", "pretrain.fl.train", "pretrain.image_size", "pretrain.optimizers",
-        "seeds"])
-    assert params_deps["evaluate_decl@mae-cnn-uniform-3"] == sorted([
-        "evaluate.datasets", "evaluate.finetune", "evaluate.protocols.decl", "pretrain.image_size", "seeds"])
+        "seeds", "strategies.fedavg"])
+    assert params_deps["evaluate_decl@mae-cnn-uniform-3-decl-uniform"] == sorted([
+        "evaluate.datasets", "evaluate.finetune", "evaluate.protocols.decl", "pretrain.image_size", "seeds",
+        "strategies.decl-uniform"])
 
 
 def test_a_drift_is_detected(make_project) -> None:

@@ -40,7 +40,7 @@ def test_a_partition_missing_a_key_fails_the_training_stage_before_training(ci_p
     partition = ci_project / "data/partitions/fl-iid/partition.json"
     partition.write_text(partition.read_text().replace('"client_augment"', '"renamed"'))
     capsys.readouterr()
-    assert main(["pretrain_fl", "simsiam-cnn", "fl-iid"]) == EXIT_BAD_INPUT
+    assert main(["pretrain_fl", "simsiam-cnn", "fl-iid", "fedavg"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert "partition.json: missing key 'client_augment'" in err and "`dvc repro -f partitions`" in err
     assert not (ci_project / "models").exists() or not any((ci_project / "models").rglob("*.pt"))

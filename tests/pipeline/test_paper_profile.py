@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from dssl.config.params import read_params, validate
+from dssl.pipeline.catalogue import grid_cells
 from dssl.pipeline.dag import dvc_stages, snakemake_stages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,8 +25,8 @@ def expected_stage_count(params: dict) -> int:
     """One stage per cell: its seeds, downstream datasets and protocols run inside it."""
     pretrain, evaluate = params["pretrain"], params["evaluate"]
     cells = {
-        "fl": len(pretrain["fl"]["models"]) * len(pretrain["fl"]["partitions"]),
-        "decl": len(pretrain["decl"]["models"]) * len(pretrain["decl"]["graphs"]),
+        "fl": len(grid_cells(params, "fl", "partitions")),
+        "decl": len(grid_cells(params, "decl", "graphs")),
         "central": len(pretrain["central"]["models"]),
         "random": len(evaluate["random_backbones"]),
     }
@@ -52,8 +53,8 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     assert len(dvc) == expected_stage_count(params) == 58
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
-    assert "pretrain_fl@mae-vit-fl-label" in names
-    assert "evaluate_decl@mae-vit-general-10" in names
+    assert "pretrain_fl@mae-vit-fl-label-fedavg" in names
+    assert "evaluate_decl@mae-vit-general-10-decl-uniform" in names
 
 
 def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:
@@ -67,4 +68,4 @@ def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:
     expected = expected_stage_count(read_params(REPO / "configs/paper.yaml"))
     totals = {line.split()[1] for line in text.splitlines() if line.startswith("total")}
     assert totals == {str(expected + 1)}  # every stage once, plus the 'all' target; params.yaml not merged in
-    assert "dssl pretrain_fl mae-vit fl-label --params configs/paper.yaml" in text
+    assert "dssl pretrain_fl mae-vit fl-label fedavg --params configs/paper.yaml" in text

@@ -120,7 +120,7 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     # 3. every stage was logged to MLflow with its lineage, a training stage once per seed
     runs = stage_runs(dvc_root, "ci")
     assert set(runs["tags.stage"]) == {stage.name for stage in dag}
-    pretrain = runs[runs["tags.stage"] == "pretrain_fl@simsiam-cnn-fl-iid"]
+    pretrain = runs[runs["tags.stage"] == "pretrain_fl@simsiam-cnn-fl-iid-fedavg"]
     assert sorted(pretrain["tags.seed"]) == [str(s) for s in params["seeds"]]
     assert (pretrain["metrics.peak_rss_mb"] > 0).all()
     assert set(runs["tags.engine"]) == {"dvc"}
@@ -136,7 +136,7 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     before = (dvc_root / "data/partitions/decl-label/partition.json").read_bytes()
     rerun = run(["dvc", "repro"], dvc_root)
     ran = {line.split("'")[1] for line in rerun.splitlines() if line.startswith("Running stage")}
-    assert "partitions" in ran and "pretrain_decl@mae-vit-uniform-3" in ran
+    assert "partitions" in ran and "pretrain_decl@mae-vit-uniform-3-decl-uniform" in ran
     assert ran <= descendants(dag, "partitions")
     # the FL partitions were rebuilt with the same bytes: nothing downstream of them re-ran
     assert not any(name.startswith(("pretrain_fl", "evaluate_fl")) for name in ran)

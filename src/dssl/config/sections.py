@@ -160,8 +160,9 @@ FRAMEWORKS = ("fl", "decl", "central", "random")
 MIXING_NAMES = {"uniform", "data_size", "degree_normalised", "metropolis_hastings"}
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
-FL_TRAIN_KEYS = {"strategy", "aggregation", "rounds", "clients_per_round", "local_epochs", "batch_size"}
-DECL_TRAIN_KEYS = {"strategy", "mixing", "rounds", "local_epochs", "batch_size"}
+FL_TRAIN_KEYS = {"rounds", "clients_per_round", "local_epochs", "batch_size"}
+DECL_TRAIN_KEYS = {"rounds", "local_epochs", "batch_size"}
+GRID_PLACES = {"fl": ("partitions", "partitions"), "decl": ("graphs", "graphs' or 'improved_graphs")}
 CENTRAL_TRAIN_KEYS = {"epochs", "batch_size"}
 
 
@@ -225,17 +226,54 @@ def _check_framework(c: Checker, pretrain: dict, framework: str, models: dict) -
     entry = c.mapping(pretrain[framework], path)
     if entry is None:
         return
-    grid = {"fl": {"models", "partitions"}, "decl": {"models", "partition", "graphs"}, "central": {"models"}}
-    c.unknown_keys(entry, grid[framework] | {"train"}, path)
-    _name_list(c, entry, "models", models, path, "models")
     train = c.mapping(entry.get("train"), f"{path}.train")
+    if framework == "central":
+        c.unknown_keys(entry, {"models", "train"}, path)
+        _name_list(c, entry, "models", models, path, "models")
+        if train is not None:
+            c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
+            _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size"))
+        return
+    c.unknown_keys(entry, {"grids", "train"}, path)
+    grids = c.mapping(entry.get("grids"), f"{path}.grids") or {}
+    for name, grid in grids.items():
+        _check_grid(c, pretrain, framework, models, c.mapping(grid, f"{path}.grids.{name}"), f"{path}.grids.{name}")
+    if train is not None:
+        keys = FL_TRAIN_KEYS if framework == "fl" else DECL_TRAIN_KEYS
+        c.unknown_keys(train, keys, f"{path}.train")
+        _train_numbers(c, train, f"{path}.train", tuple(sorted(keys)))
+    if framework == "fl" and train is not None:
+        _check_clients_per_round(c, train, grids)
+
+
+def _check_grid(c: Checker, pretrain: dict, framework: str, models: dict, grid: dict | None, path: str) -> None:
+    """One grid: models x partitions (FL) or graphs (DecL) x strategies, each a defined name."""
+    if grid is None:
+        return
+    place, what = GRID_PLACES[framework]
+    c.unknown_keys(grid, {"models", place, "strategies"}, path)
+    _name_list(c, grid, "models", models, path, "models")
+    _name_list(c, grid, "strategies", c.params.get("strategies") or {}, path, "strategies")
     if framework == "fl":
-        _check_fl(c, pretrain, entry, train)
-    elif framework == "decl":
-        _check_decl(c, pretrain, entry, train)
-    elif train is not None:
-        c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
-        _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size"))
+        for i, name in enumerate(_name_list(c, grid, place, c.params.get("partitions") or {}, path, what)):
+            _partition_of_pretrain_dataset(c, pretrain, name, f"{path}.{place}[{i}]")
+        return
+    graphs = {**(c.params.get("graphs") or {}), **(c.params.get("improved_graphs") or {})}
+    for i, name in enumerate(_name_list(c, grid, place, graphs, path, what)):
+        partition = graph_partition(c.params, name)
+        if partition:
+            _partition_of_pretrain_dataset(c, pretrain, partition, f"{path}.{place}[{i}]")
+
+
+def _check_clients_per_round(c: Checker, train: dict, grids: dict) -> None:
+    partitions = c.params.get("partitions") or {}
+    per_round = train.get("clients_per_round")
+    names = {p for grid in grids.values() if isinstance(grid, dict) for p in grid.get("partitions") or []}
+    for name in sorted(names):
+        clients = (partitions.get(name) or {}).get("clients") if isinstance(name, str) else None
+        if isinstance(per_round, int) and isinstance(clients, int) and per_round > clients:
+            c.add("pretrain.fl.train.clients_per_round", f"{per_round} > the {clients} clients of partition {name!r}")
+            break
 
 
 def _partition_of_pretrain_dataset(c: Checker, pretrain: dict, name: str, where: str) -> dict:
@@ -244,25 +282,6 @@ def _partition_of_pretrain_dataset(c: Checker, pretrain: dict, name: str, where:
         c.add(where, f"partition {name!r} splits {spec.get('dataset')!r}, not the pretraining dataset "
                      f"{pretrain['dataset']!r}", "pretraining partitions must split pretrain.dataset")
     return spec
-
-
-def _check_fl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> None:
-    partitions = c.params.get("partitions") or {}
-    for i, name in enumerate(_name_list(c, entry, "partitions", partitions, "pretrain.fl", "partitions")):
-        _partition_of_pretrain_dataset(c, pretrain, name, f"pretrain.fl.partitions[{i}]")
-    if train is None:
-        return
-    path = "pretrain.fl.train"
-    c.unknown_keys(train, FL_TRAIN_KEYS, path)
-    c.choice(train, "strategy", STRATEGY_NAMES, path)
-    c.choice(train, "aggregation", {"uniform", "data_size"}, path)
-    _train_numbers(c, train, path, ("rounds", "clients_per_round", "local_epochs", "batch_size"))
-    per_round = train.get("clients_per_round")
-    for name in entry.get("partitions") or []:
-        clients = (partitions.get(name) or {}).get("clients")
-        if isinstance(per_round, int) and isinstance(clients, int) and per_round > clients:
-            c.add(f"{path}.clients_per_round", f"{per_round} > the {clients} clients of partition {name!r}")
-            break
 
 
 def graph_partition(params: dict, name: str) -> str | None:
@@ -275,22 +294,13 @@ def graph_partition(params: dict, name: str) -> str | None:
     return (graphs.get(name) or {}).get("partition")
 
 
-def _check_decl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> None:
-    path = "pretrain.decl"
-    partition = c.name_of(entry, "partition", c.params.get("partitions") or {}, path, "partitions")
-    if partition:
-        _partition_of_pretrain_dataset(c, pretrain, partition, f"{path}.partition")
-    graphs = {**(c.params.get("graphs") or {}), **(c.params.get("improved_graphs") or {})}
-    for i, name in enumerate(_name_list(c, entry, "graphs", graphs, path, "graphs' or 'improved_graphs")):
-        connects = graph_partition(c.params, name)
-        if partition and connects != partition:
-            c.add(f"{path}.graphs[{i}]", f"graph {name!r} connects the clients of partition "
-                                         f"{connects!r}, not {partition!r}")
-    if train is not None:
-        c.unknown_keys(train, DECL_TRAIN_KEYS, f"{path}.train")
-        c.choice(train, "strategy", STRATEGY_NAMES, f"{path}.train")
-        c.choice(train, "mixing", MIXING_NAMES, f"{path}.train")
-        _train_numbers(c, train, f"{path}.train", ("rounds", "local_epochs", "batch_size"))
+@section_validator
+def check_strategies(c: Checker) -> None:
+    """Named strategy configurations: a registry ``name`` plus that strategy's options."""
+    for name, path, spec in c.entries("strategies"):
+        c.choice(spec, "name", STRATEGY_NAMES, path)
+        if "mixing" in spec:
+            c.choice(spec, "mixing", MIXING_NAMES, path)
 
 
 @section_validator
@@ -395,8 +405,8 @@ def check_theory(c: Checker) -> None:
                   "the theory model needs one client per graph node")
 
 
-KNOWN_SECTIONS = {"profile", "seeds", "datasets", "partitions", "graphs", "improved_graphs", "models", "pretrain",
-                  "evaluate", "report", "theory"}
+KNOWN_SECTIONS = {"profile", "seeds", "datasets", "partitions", "graphs", "improved_graphs", "models", "strategies",
+                  "pretrain", "evaluate", "report", "theory"}
 
 
 @section_validator

@@ -93,16 +93,26 @@ def _section(params: dict, *path: str):
     return value or {}
 
 
+def grid_cells(params: dict, framework: str, place: str) -> list[tuple[str, str, str]]:
+    """(model, partition or graph, strategy) of every grid of ``pretrain.<framework>.grids``, each once,
+    in the order the grids list them (a cell two tables share trains once)."""
+    grids = _section(params, "pretrain", framework, "grids")
+    cells = [(m, p, s) for grid in grids.values() for m in grid.get("models", [])
+             for p in grid.get(place, []) for s in grid.get("strategies", [])]
+    return list(dict.fromkeys(cells))
+
+
 def _fl_cells(params: dict) -> list[Fields]:
-    fl = _section(params, "pretrain", "fl")
-    return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"]}
-            for m in fl.get("models", []) for p in fl.get("partitions", [])]
+    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"]}
+            for m, p, s in grid_cells(params, "fl", "partitions")]
 
 
 def _decl_cells(params: dict) -> list[Fields]:
-    decl = _section(params, "pretrain", "decl")
-    return [{"model": m, "graph": g, "dataset": params["pretrain"]["dataset"], "partition": decl["partition"]}
-            for m in decl.get("models", []) for g in decl.get("graphs", [])]
+    from dssl.config.sections import graph_partition
+
+    return [{"model": m, "graph": g, "strategy": s, "dataset": params["pretrain"]["dataset"],
+             "partition": graph_partition(params, g)}
+            for m, g, s in grid_cells(params, "decl", "graphs")]
 
 
 def _central_cells(params: dict) -> list[Fields]:
@@ -119,11 +129,11 @@ def _evaluation_inputs(*cell_inputs: str) -> Templates:
     return lambda params: [*cell_inputs, *(f"data/prepared/{d}" for d in params["evaluate"]["datasets"])]
 
 
-def _evaluation_params(framework: str) -> Templates:
+def _evaluation_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
     def keys(params: dict) -> list[str]:
         protocols = params["evaluate"]["protocols"].get(framework, [])
         return ["pretrain.image_size", "evaluate.datasets", f"evaluate.protocols.{framework}",
-                *(f"evaluate.{p}" for p in protocols), "seeds"]
+                *(f"evaluate.{p}" for p in protocols), *extra, "seeds"]
     return keys
 
 
@@ -191,31 +201,31 @@ KINDS: tuple[StageKind, ...] = (
               grid=_single("theory"), params=_const("theory"),
               inputs=lambda params: [f"data/graphs/{g}/graph.json" for g in params["theory"]["graphs"]],
               outputs=_const("reports/theory/")),
-    StageKind("pretrain_fl", "pretrain:run_fl", ("model", "partition"),
-              "Federated SSL pretraining (FedAvg), every seed.",
-              grid=_fl_cells, params=_pretrain_params("fl"),
+    StageKind("pretrain_fl", "pretrain:run_fl", ("model", "partition", "strategy"),
+              "Federated SSL pretraining with a strategy (params 'strategies'), every seed.",
+              grid=_fl_cells, params=_pretrain_params("fl", ("strategies.{strategy}",)),
               inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}"),
-              outputs=_const("models/fl/{model}/{partition}/"), training=True),
-    StageKind("pretrain_decl", "pretrain:run_decl", ("model", "graph"),
-              "Decentralized SSL pretraining on a graph, every seed.",
-              grid=_decl_cells, params=_pretrain_params("decl", ("pretrain.decl.partition",)),
+              outputs=_const("models/fl/{model}/{partition}/{strategy}/"), training=True),
+    StageKind("pretrain_decl", "pretrain:run_decl", ("model", "graph", "strategy"),
+              "Decentralized SSL pretraining on a graph with a strategy, every seed.",
+              grid=_decl_cells, params=_pretrain_params("decl", ("strategies.{strategy}",)),
               inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}", "data/graphs/{graph}/graph.json"),
-              outputs=_const("models/decl/{model}/{graph}/"), training=True),
+              outputs=_const("models/decl/{model}/{graph}/{strategy}/"), training=True),
     StageKind("pretrain_central", "pretrain:run_central", ("model",),
               "Centralised SSL pretraining (reference), every seed.",
               grid=_central_cells, params=_pretrain_params("central"),
               inputs=_const("data/prepared/{dataset}"),
               outputs=_const("models/central/{model}/"), training=True),
-    StageKind("evaluate_fl", "evaluate:run_fl", ("model", "partition"),
+    StageKind("evaluate_fl", "evaluate:run_fl", ("model", "partition", "strategy"),
               "Evaluate an FL cell: every downstream dataset, protocol and seed.",
-              grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl"),
-              inputs=_evaluation_inputs("models/fl/{model}/{partition}"),
-              outputs=_const("reports/metrics/fl/{model}/{partition}/"), training=True),
-    StageKind("evaluate_decl", "evaluate:run_decl", ("model", "graph"),
+              grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl", ("strategies.{strategy}",)),
+              inputs=_evaluation_inputs("models/fl/{model}/{partition}/{strategy}"),
+              outputs=_const("reports/metrics/fl/{model}/{partition}/{strategy}/"), training=True),
+    StageKind("evaluate_decl", "evaluate:run_decl", ("model", "graph", "strategy"),
               "Evaluate a DecL cell: every downstream dataset, protocol and seed.",
-              grid=_evaluated("decl", _decl_cells), params=_evaluation_params("decl"),
-              inputs=_evaluation_inputs("models/decl/{model}/{graph}", "data/graphs/{graph}/graph.json"),
-              outputs=_const("reports/metrics/decl/{model}/{graph}/"), training=True),
+              grid=_evaluated("decl", _decl_cells), params=_evaluation_params("decl", ("strategies.{strategy}",)),
+              inputs=_evaluation_inputs("models/decl/{model}/{graph}/{strategy}", "data/graphs/{graph}/graph.json"),
+              outputs=_const("reports/metrics/decl/{model}/{graph}/{strategy}/"), training=True),
     StageKind("evaluate_central", "evaluate:run_central", ("model",),
               "Evaluate a central model: every downstream dataset, protocol and seed.",
               grid=_evaluated("central", _central_cells), params=_evaluation_params("central"),
@@ -228,7 +238,7 @@ KINDS: tuple[StageKind, ...] = (
               outputs=_const("reports/metrics/random/{backbone}/"), training=True),
     StageKind("report", "report:run", (), "Tables, figures and reports/README.md from the evaluation results.",
               grid=_single("report"),
-              params=_const("profile", "report", "pretrain", "evaluate.protocols", "models", "seeds"),
+              params=_const("profile", "report", "pretrain", "strategies", "evaluate.protocols", "models", "seeds"),
               inputs=_report_inputs, outputs=_report_outputs),
 )
 KINDS_BY_NAME = {kind.name: kind for kind in KINDS}

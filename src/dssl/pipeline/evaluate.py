@@ -18,7 +18,7 @@ from typing import Any
 
 from dssl.config.sections import backbone_family
 from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import graph_file, metrics_dir, model_dir, prepared_dir, seed_dir
+from dssl.pipeline.layout import cell_path, graph_file, metrics_dir, model_dir, prepared_dir, seed_dir
 from dssl.pipeline.workers import device, run_tasks
 from dssl.tracking import StageRecord
 
@@ -92,6 +92,9 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     results = run_tasks(partial(_evaluate_task, subject, params), tasks)
     read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", *params["evaluate"]["protocols"][subject.framework])},
             "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": params["seeds"]}
+    strategy = subject.describe.get("strategy")
+    if strategy:
+        read["strategies"] = {strategy: params["strategies"][strategy]}
     records = [
         StageRecord(stage.stage_name, read, {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss},
                     inputs=[prepared_dir(r["dataset"]), *inputs,
@@ -111,7 +114,7 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
 
 
 def _describe(params: dict, framework: str, model: str | None, partition: str | None = None,
-              graph: str | None = None) -> dict[str, Any]:
+              graph: str | None = None, strategy: str | None = None) -> dict[str, Any]:
     from dssl.topology.graphs import load_graph
 
     spec = params["models"][model] if model else {}
@@ -127,23 +130,25 @@ def _describe(params: dict, framework: str, model: str | None, partition: str | 
         "partition": partition, "scheme": part["scheme"] if part else None,
         "alpha": part.get("alpha") if part else None,
         "graph": graph, "topology": topology, "connectivity": connectivity,
+        "strategy": strategy, "strategy_config": params["strategies"][strategy] if strategy else None,
     }
 
 
-def run_fl(model: str, partition: str, params_path: Path | str) -> Path:
-    stage = Stage("evaluate_fl", f"{model}-{partition}", params_path)
+def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -> Path:
+    stage = Stage("evaluate_fl", f"{model}-{partition}-{strategy}", params_path)
     params = stage.params
-    subject = Subject("fl", f"{model}/{partition}", params["models"][model]["backbone"],
-                      _describe(params, "fl", model, partition=partition))
+    subject = Subject("fl", cell_path(model, partition, strategy), params["models"][model]["backbone"],
+                      _describe(params, "fl", model, partition=partition, strategy=strategy))
     return _run(stage, subject, [])
 
 
-def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
-    stage = Stage("evaluate_decl", f"{model}-{graph}", params_path)
+def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> Path:
+    from dssl.config.sections import graph_partition
+    stage = Stage("evaluate_decl", f"{model}-{graph}-{strategy}", params_path)
     params = stage.params
-    partition = params["pretrain"]["decl"]["partition"]
-    subject = Subject("decl", f"{model}/{graph}", params["models"][model]["backbone"],
-                      _describe(params, "decl", model, partition=partition, graph=graph))
+    subject = Subject("decl", cell_path(model, graph, strategy), params["models"][model]["backbone"],
+                      _describe(params, "decl", model, partition=graph_partition(params, graph), graph=graph,
+                                strategy=strategy))
     return _run(stage, subject, [graph_file(graph)])
 
 

@@ -1,7 +1,7 @@
 """Where every stage output lives: one vocabulary for the stage catalogue, the stages and the report.
 
 A stage output is a folder or file named after the registry names of params.yaml, so a path says
-which grid entry produced it (``models/fl/<model>/<partition>/seed-<s>/``).
+which grid entry produced it (``models/fl/<model>/<partition>/<strategy>/seed-<s>/``).
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ def graph_figure(name: str) -> Path:
 
 def seed_dir(seed: int) -> str:
     return f"seed-{seed}"
+
+
+def cell_path(model: str, place: str | None = None, strategy: str | None = None) -> str:
+    """``<model>[/<partition or graph>/<strategy>]``: a cell's folder under models/ and reports/metrics/."""
+    return "/".join(part for part in (model, place, strategy) if part)
 
 
 def model_dir(framework: str, cell: str) -> Path:

@@ -1,6 +1,7 @@
-"""Stages ``pretrain_fl@<model>-<partition>``, ``pretrain_decl@<model>-<graph>`` and
-``pretrain_central@<model>``: self-supervised pretraining of one model under one framework, every
-seed of params.yaml's ``seeds`` (each its own folder ``seed-<s>/`` and MLflow run).
+"""Stages ``pretrain_fl@<model>-<partition>-<strategy>``, ``pretrain_decl@<model>-<graph>-<strategy>``
+and ``pretrain_central@<model>``: self-supervised pretraining of one model under one framework (and one
+named entry of params.yaml's ``strategies``), every seed of ``seeds`` (each its own folder ``seed-<s>/``
+and MLflow run).
 
 Seed s fixes the initial weights (the same for every framework and partition, so conditions pair by
 seed) and every random stream of the run. Seeds train side by side on the cores (``workers``).
@@ -19,7 +20,7 @@ from typing import Any
 
 from dssl.config.sections import backbone_family
 from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import CHECKPOINTS, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
+from dssl.pipeline.layout import CHECKPOINTS, cell_path, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
 from dssl.pipeline.workers import device, run_tasks
 from dssl.tracking import StageRecord
 
@@ -62,10 +63,24 @@ class Cell:
     place: str | None   # the partition (FL) or graph (DecL); None for central
     read: dict          # exactly the params the stage reads
     inputs: tuple[Path, ...] = field(default=())
+    strategy: str | None = None   # the name of a 'strategies' entry (FL, DecL)
 
     @property
     def cell(self) -> str:
-        return f"{self.model}/{self.place}" if self.place else self.model
+        return cell_path(self.model, self.place, self.strategy)
+
+
+# Keys of a 'strategies' entry that configure the DecL simulator rather than the strategy object.
+DECL_KEYS = ("mixing",)
+
+
+def create_named_strategy(params: dict, name: str):
+    """The strategy of the 'strategies' entry ``name``: its registry ``name`` with its options."""
+    from dssl.federation import create_strategy
+
+    entry = dict(params["strategies"][name])
+    options = {k: v for k, v in entry.items() if k not in ("name", *DECL_KEYS)}
+    return create_strategy(entry["name"], **options)
 
 
 def summary_metrics(result) -> dict[str, float]:
@@ -117,66 +132,62 @@ def _run_cell(stage: Stage, cell: Cell, run_seed) -> Path:
     return out
 
 
-def _train_config(train: dict, drop: tuple[str, ...]) -> dict:
-    return {k: v for k, v in train.items() if k not in drop}
-
-
 def _fl_seed(cell: Cell, params: dict, seed: int):
     from dssl.data.partition import load_partition
-    from dssl.federation import FLConfig, FLSimulator, clients_from_partition, create_strategy
+    from dssl.federation import FLConfig, FLSimulator, clients_from_partition
 
     fl = params["pretrain"]["fl"]["train"]
     method, train_set = build_method(params, cell.model, seed)
     clients = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))
-    config = FLConfig.from_dict({**_train_config(fl, ("strategy", "aggregation")), "seed": seed,
-                                 "optimizer": optimizer_config(params, cell.model)})
-    strategy = create_strategy(fl["strategy"], aggregation=fl["aggregation"])
+    config = FLConfig.from_dict({**fl, "seed": seed, "optimizer": optimizer_config(params, cell.model)})
+    strategy = create_named_strategy(params, cell.strategy)
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart")
     return method, simulator.run(), {}
 
 
-def run_fl(model: str, partition: str, params_path: Path | str) -> Path:
-    stage = Stage("pretrain_fl", f"{model}-{partition}", params_path)
+def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -> Path:
+    stage = Stage("pretrain_fl", f"{model}-{partition}-{strategy}", params_path)
     params = stage.params
     read = _params_read(params, model, {"fl": {"train": params["pretrain"]["fl"]["train"]}},
-                        partitions={partition: params["partitions"][partition]})
-    cell = Cell(stage.stage_name, "fl", model, partition, read, (partition_dir(partition),))
+                        partitions={partition: params["partitions"][partition]},
+                        strategies={strategy: params["strategies"][strategy]})
+    cell = Cell(stage.stage_name, "fl", model, partition, read, (partition_dir(partition),), strategy)
     return _run_cell(stage, cell, _fl_seed)
 
 
 def _decl_seed(cell: Cell, params: dict, seed: int):
     import numpy as np
 
+    from dssl.config.sections import graph_partition
     from dssl.data.partition import load_partition
-    from dssl.federation import DecLConfig, DecLSimulator, clients_from_partition, create_strategy
+    from dssl.federation import DecLConfig, DecLSimulator, clients_from_partition
     from dssl.topology.graphs import load_graph
     from dssl.topology.mixing import mixing_matrix
 
-    decl_section = params["pretrain"]["decl"]
-    decl = decl_section["train"]
+    decl = params["pretrain"]["decl"]["train"]
     method, train_set = build_method(params, cell.model, seed)
-    partition = load_partition(partition_dir(decl_section["partition"]))
+    partition = load_partition(partition_dir(graph_partition(params, cell.place)))
     clients = clients_from_partition(train_set, partition)
     adjacency = load_graph(graph_file(cell.place))[0].adjacency
     sizes = np.array([len(i) for i in partition.client_indices])
-    mixing = mixing_matrix(adjacency, decl["mixing"], sizes)
-    config = DecLConfig.from_dict({**_train_config(decl, ("strategy", "mixing")), "seed": seed,
-                                   "optimizer": optimizer_config(params, cell.model)})
-    simulator = DecLSimulator(method, clients, create_strategy(decl["strategy"]), mixing, config,
+    mixing = mixing_matrix(adjacency, params["strategies"][cell.strategy].get("mixing", "uniform"), sizes)
+    config = DecLConfig.from_dict({**decl, "seed": seed, "optimizer": optimizer_config(params, cell.model)})
+    simulator = DecLSimulator(method, clients, create_named_strategy(params, cell.strategy), mixing, config,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart")
     return method, simulator.run(), {"mixing": mixing.tolist()}
 
 
-def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
-    stage = Stage("pretrain_decl", f"{model}-{graph}", params_path)
+def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> Path:
+    from dssl.config.sections import graph_partition
+
+    stage = Stage("pretrain_decl", f"{model}-{graph}-{strategy}", params_path)
     params = stage.params
-    decl_section = params["pretrain"]["decl"]
-    read = _params_read(params, model, {"decl": {"train": decl_section["train"], "partition": decl_section["partition"]}},
-                        graphs={graph: graph_spec(params, graph)})
-    cell = Cell(stage.stage_name, "decl", model, graph, read,
-                (partition_dir(decl_section["partition"]), graph_file(graph)))
+    partition = graph_partition(params, graph)
+    read = _params_read(params, model, {"decl": {"train": params["pretrain"]["decl"]["train"]}},
+                        graphs={graph: graph_spec(params, graph)}, strategies={strategy: params["strategies"][strategy]})
+    cell = Cell(stage.stage_name, "decl", model, graph, read, (partition_dir(partition), graph_file(graph)), strategy)
     return _run_cell(stage, cell, _decl_seed)
 
 

@@ -16,28 +16,31 @@ THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
 
 def settings(params: dict) -> dict[str, object]:
     """The settings a reader needs to interpret the numbers, as params.yaml states them."""
-    pretrain, partitions = params["pretrain"], params["partitions"]
+    from dssl.pipeline.catalogue import grid_cells
+
+    pretrain, partitions, graphs = params["pretrain"], params["partitions"], params.get("graphs") or {}
     fl, decl, central = pretrain["fl"], pretrain["decl"], pretrain["central"]
+    fl_cells, decl_cells = grid_cells(params, "fl", "partitions"), grid_cells(params, "decl", "graphs")
+    fl_partitions = sorted({p for _, p, _ in fl_cells})
+    decl_partitions = sorted({(graphs.get(g) or {}).get("partition") or g for _, g, _ in decl_cells})
     models = params["models"]
     return {
         "pretraining dataset": pretrain["dataset"],
         "image size (px)": pretrain["image_size"],
-        "FL clients": sorted({partitions[p]["clients"] for p in fl["partitions"]}),
+        "FL clients": sorted({partitions[p]["clients"] for p in fl_partitions}),
         "FL clients per round": fl["train"]["clients_per_round"],
         "FL rounds x local epochs": f"{fl['train']['rounds']} x {fl['train']['local_epochs']}",
-        "FL aggregation": fl["train"]["aggregation"],
         "label non-IID": ", ".join(f"{p}: {partitions[p]['scheme']} alpha={partitions[p].get('alpha')}"
-                                   for p in fl["partitions"] if "alpha" in partitions[p]),
-        "DecL clients / graphs": f"{partitions[decl['partition']]['clients']} / {', '.join(decl['graphs'])}",
+                                   for p in fl_partitions if "alpha" in partitions[p]),
+        "DecL clients": sorted({partitions[p]["clients"] for p in decl_partitions if p in partitions}),
         "DecL rounds x local epochs": f"{decl['train']['rounds']} x {decl['train']['local_epochs']}",
-        "DecL mixing": decl["train"]["mixing"],
+        "strategies": ", ".join(f"{name} = {spec}" for name, spec in params["strategies"].items()),
+        "grids": ", ".join(f"{fw}.{g}" for fw in ("fl", "decl") for g in pretrain[fw].get("grids", {})),
         "central epochs": central["train"]["epochs"],
         "models": ", ".join(f"{m} = {models[m]['method']} on {models[m]['backbone']}" for m in models),
         "evaluation protocols": ", ".join(f"{k}: {'/'.join(v)}" for k, v in params["evaluate"]["protocols"].items()),
+        "seeds": params["seeds"],
     }
-
-
-DEFAULT_SECTIONS = {"pretraining_gain": {}, "table1": {}, "fig2a": {}, "theory": {}, "lineage": {}}
 
 
 def run(params_path: Path | str) -> Path:
