@@ -1,0 +1,194 @@
+"""Tables that compare strategies of one model: paper A's Fig. 2b and Tables 6-8.
+
+A comparison table is rows x columns of pretrained cells of one model under one framework. A row names a
+strategy (a named entry of params.yaml's ``strategies``), a column a place (a partition for FL, a graph
+for DecL); either may pin the other part with ``"<strategy>@<place>"`` (Table 6's FL reference row is
+``decl-uniform@complete``), and a row may give one spec per column (Table 7, whose columns are values of
+gamma). Row and column labels are the paper's own keys, so the paper's values print beside ours. Each table states one claim
+of the form "row R is above every other row", checked per column on paired per-seed differences
+(supported when R beats every other row beyond its interval, contradicted when some row beats R beyond
+its interval, otherwise inconclusive), and untestable where a compared pretraining does not beat random
+init.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Mapping
+
+import pandas as pd
+
+from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
+from dssl.reporting.results import accuracy_summary
+from dssl.reporting.sections.base import ReportContext, ReportSection, register_section
+from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
+from dssl.reporting.tables import CELL_NOTE, format_cell, markdown_table
+
+PLACE = {"fl": "partition", "decl": "graph"}
+
+
+class StrategyComparison(ReportSection):
+    """Rows (strategies) x columns (partitions or graphs) of one model; subclasses set the claim."""
+
+    paper_key: ClassVar[str | None] = None       # key in paper_numbers.yaml (rows x columns)
+    best_row: ClassVar[str] = ""                 # the row the paper finds best
+    claim: ClassVar[str] = ""
+    intro: ClassVar[str] = ""
+
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
+                 protocol: str = "finetune") -> None:
+        if framework not in PLACE:
+            raise ValueError(f"framework must be one of {sorted(PLACE)}, got {framework!r}")
+        if not rows or not columns:
+            raise ValueError("rows (label -> strategy) and columns (label -> partition or graph) must be non-empty")
+        self.model, self.framework, self.protocol = model, framework, protocol
+        self.rows, self.columns = dict(rows), dict(columns)
+
+    def spec(self, row: str, column: str) -> tuple[str, str] | None:
+        """(strategy, place) of a cell: a row's parts win over the column's; None when the row skips it."""
+        row_spec = self.rows[row]
+        if isinstance(row_spec, Mapping):
+            row_spec = row_spec.get(column)
+            if row_spec is None:
+                return None
+        row_strategy, _, row_place = str(row_spec).partition("@")
+        column_spec = self.columns[column]
+        column_strategy, _, column_place = column_spec.rpartition("@") if "@" in column_spec else ("", "", column_spec)
+        strategy, place = row_strategy or column_strategy, row_place or column_place
+        if not strategy or not place:
+            raise ValueError(f"cell ({row}, {column}) names no {'strategy' if not strategy else 'place'}")
+        return strategy, place
+
+    def _cell(self, results: pd.DataFrame, strategy: str, place: str) -> pd.DataFrame:
+        return results[(results["framework"] == self.framework) & (results["model"] == self.model)
+                       & (results["protocol"] == self.protocol) & (results["strategy"] == strategy)
+                       & (results[PLACE[self.framework]] == place)]
+
+    def data(self, ctx: ReportContext) -> pd.DataFrame:
+        specs = {(row, column): spec for row in self.rows for column in self.columns
+                 if (spec := self.spec(row, column)) is not None}
+        self._cells = {key: cell for key, (strategy, place) in specs.items()
+                       if not (cell := self._cell(ctx.results, strategy, place)).empty}
+        return pd.DataFrame([{"row": row, "column": column, "strategy": specs[(row, column)][0],
+                              "place": specs[(row, column)][1], **accuracy_summary(cell)}
+                             for (row, column), cell in self._cells.items()])
+
+    def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
+        gate = PretrainingGate(ctx.results)
+        found = []
+        for column in self.columns:
+            best = self._cells.get((self.best_row, column))
+            others = {row: cell for (row, col), cell in self._cells.items() if col == column and row != self.best_row}
+            if best is None or not others:
+                continue
+            subject = f"{column}: {self.best_row} vs {', '.join(others)}"
+            blocked = gate.untestable({self.best_row: best, **others})
+            if blocked:
+                found.append(Finding(self.name, self.claim, subject, UNTESTABLE, None, blocked))
+                continue
+            compared = [(row, *compare(best, cell, +1)) for row, cell in others.items()]
+            outcomes = [outcome for _, _, outcome in compared]
+            overall = (CONTRADICTED if CONTRADICTED in outcomes
+                       else SUPPORTED if all(o == SUPPORTED for o in outcomes) else INCONCLUSIVE)
+            row, diff, _ = min(compared, key=lambda c: c[1].mean)
+            found.append(Finding(self.name, self.claim, subject, overall, diff,
+                                 f"{self.best_row} - {row} (the closest row)"))
+        return found
+
+    def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
+        measured = self._wide({(r.row, r.column): format_cell(r.mean, r.ci, r.n, r.test_ci)
+                               for r in data.itertuples()})
+        parts = [f"{self.intro} Model {self.model}, {self.framework.upper()}, {self.protocol}; {CELL_NOTE}. "
+                 "Cells (row, column: strategy @ " + PLACE[self.framework] + "): "
+                 + "; ".join(f"{r.row}, {r.column}: {r.strategy} @ {r.place}" for r in data.itertuples()) + ".",
+                 "**Measured (this pipeline)**", markdown_table(measured)]
+        paper = self._paper(ctx.paper)
+        if paper is not None:
+            parts += ["**Paper A** (its setting; mean of 3 trials)", markdown_table(paper)]
+        parts.append(f"**Claim check**: {self.claim} (paired by seed, per column)\n\n"
+                     + ("\n".join(f"- {f.subject}: **{f.verdict}** — {f.evidence()}" for f in findings)
+                        or "- no column has the paper's best row and another row"))
+        return "\n\n".join(parts)
+
+    def _wide(self, cells: Mapping[tuple[str, str], str]) -> pd.DataFrame:
+        table = pd.DataFrame(index=pd.Index(list(self.rows), name="row"))
+        for column in self.columns:
+            table[column] = [cells.get((row, column), "") for row in self.rows]
+        return table
+
+    def _paper(self, paper: Mapping[str, Any]) -> pd.DataFrame | None:
+        table = paper.get(self.paper_key) if self.paper_key else None
+        if not table:
+            return None
+        rows = {row: dict(zip(table["columns"], values)) for row, values in table["rows"].items()}
+        return pd.DataFrame({column: [f"{rows[r][column]:.2f}" if column in rows.get(r, {}) else ""
+                                      for r in rows] for column in table["columns"]},
+                            index=pd.Index(list(rows), name="row"))
+
+    def empty_text(self) -> str:
+        return f"No {self.framework.upper()} {self.protocol} results of {self.model} for this table's cells in this build."
+
+
+@register_section("fig2b")
+class Fig2b(StrategyComparison):
+    """Paper A Fig. 2b: MAR (MAE + gamma * A-MMD) against plain MAE across label skew alpha."""
+
+    title = "Fig. 2b: MAR against MAE across label skew"
+    best_row = "MAR"
+    claim = "MAR is more accurate than MAE under label non-IID data (paper A, Fig. 2b)"
+    intro = ("Paper A's Fig. 2b plots MAR and MAE over alpha (1 to 0.001) in FL and DecL and gives its values "
+             "only in the figure. Rows must be labelled MAE and MAR; columns are label-skew partitions.")
+
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
+                 protocol: str = "finetune") -> None:
+        super().__init__(model, rows, columns, framework, protocol)
+        if set(self.rows) != {"MAE", "MAR"}:
+            raise ValueError(f"fig2b rows must be exactly MAE and MAR, got {sorted(self.rows)}")
+
+
+@register_section("fig2b_decl")
+class Fig2bDecl(Fig2b):
+    """Fig. 2b's DecL panel (columns are graphs on label-skew partitions)."""
+
+    title = "Fig. 2b (DecL): DecMAR against MAE across label skew"
+
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "decl",
+                 protocol: str = "finetune") -> None:
+        super().__init__(model, rows, columns, framework, protocol)
+
+
+@register_section("table6")
+class Table6(StrategyComparison):
+    """Paper A Table 6: DecL consensus rules at two connectivities, with the FL reference."""
+
+    title = "Table 6: DecL consensus rules"
+    paper_key = "table6_consensus"
+    best_row = "fl_reference"
+    claim = "FL is above DecL under every consensus rule (paper A, Table 6)"
+    intro = ("Paper A's Table 6 trains decentralized MIM with four consensus rules; its values differ by at most "
+             "1.4 pp between rules, and FL is above all of them.")
+
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "decl",
+                 protocol: str = "finetune") -> None:
+        super().__init__(model, rows, columns, framework, protocol)
+
+
+@register_section("table7")
+class Table7(StrategyComparison):
+    """Paper A Table 7: the alignment metric of MAR's regulariser."""
+
+    title = "Table 7: alignment metric of the MAR loss"
+    paper_key = "table7_alignment_metric"
+    best_row = "ammd_mean_sigma"
+    claim = "A-MMD with the mean-distance bandwidth is the best alignment metric (paper A, Table 7)"
+    intro = "Paper A's Table 7 replaces A-MMD by other alignment metrics at two values of gamma."
+
+
+@register_section("table8")
+class Table8(StrategyComparison):
+    """Paper A Table 8: constant gamma against the cosine schedule of MAR's weight."""
+
+    title = "Table 8: gamma schedule of the MAR loss"
+    paper_key = "table8_gamma_schedule"
+    best_row = "cosine_0.1_to_0.001"
+    claim = "the cosine gamma schedule beats every constant gamma (paper A, Table 8)"
+    intro = "Paper A's Table 8 compares constant weights gamma of the A-MMD term with its cosine schedule (gamma 0 = MAE)."

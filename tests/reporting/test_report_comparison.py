@@ -1,0 +1,81 @@
+"""Strategy comparison tables (paper A Fig. 2b, Tables 6-8) on constructed results."""
+
+from __future__ import annotations
+
+import pytest
+
+from dssl.reporting.results import load_results
+from dssl.reporting.sections import ReportContext, create_section
+from dssl.reporting.tables import load_paper_numbers
+
+from report_helpers import decl_result, result, write_results
+
+NOISE = (0.0, 0.01, -0.01)
+
+
+def fl_cells(accuracy: dict[tuple[str, str], float], random: float = 0.5) -> list[dict]:
+    """MAE-CNN FL results per (strategy, partition) and the random-init CNN, three seeds."""
+    schemes = {"fl-iid": "iid", "fl-label": "dirichlet_balanced"}
+    records = []
+    for seed, noise in enumerate(NOISE):
+        for (strategy, partition), acc in accuracy.items():
+            records.append(result("fl", "mae_cnn", "cnn_small", schemes[partition], test_acc=acc + noise, seed=seed,
+                                  strategy=strategy))
+        records.append(result("random", None, "cnn_small", None, test_acc=random + noise, seed=seed))
+    return records
+
+
+def context(tmp_path, records) -> ReportContext:
+    return ReportContext(load_results(write_results(tmp_path, records)), "embedded", "digits", load_paper_numbers())
+
+
+def test_table8_best_row_claim_per_column(tmp_path):
+    accuracy = {("fedavg", "fl-label"): 0.80, ("mar-g0.1", "fl-label"): 0.82, ("mar-cos", "fl-label"): 0.84}
+    section = create_section("table8", {"model": "mae_cnn-cnn", "columns": {"cifar100": "fl-label"},
+                                        "rows": {"0": "fedavg", "0.1": "mar-g0.1", "cosine_0.1_to_0.001": "mar-cos"}})
+    out = section.render(context(tmp_path, fl_cells(accuracy)))
+    assert len(out.findings) == 1 and out.findings[0].verdict == "supported"
+    assert out.findings[0].difference.mean == pytest.approx(0.02)      # cosine - 0.1, the closest row
+    assert "54.91" in out.markdown                                    # the paper's value beside ours
+    cells = out.data.set_index("row")
+    assert cells.loc["0.1", "mean"] == pytest.approx(82.0) and cells.loc["0.1", "strategy"] == "mar-g0.1"
+
+
+def test_a_row_above_the_best_contradicts(tmp_path):
+    accuracy = {("fedavg", "fl-label"): 0.86, ("mar-cos", "fl-label"): 0.84}
+    section = create_section("table8", {"model": "mae_cnn-cnn", "columns": {"cifar100": "fl-label"},
+                                        "rows": {"0": "fedavg", "cosine_0.1_to_0.001": "mar-cos"}})
+    assert section.render(context(tmp_path, fl_cells(accuracy))).findings[0].verdict == "contradicted"
+
+
+def test_fig2b_untestable_when_pretraining_loses_to_random_init(tmp_path):
+    accuracy = {("fedavg", "fl-iid"): 0.80, ("mar", "fl-iid"): 0.82, ("fedavg", "fl-label"): 0.86, ("mar", "fl-label"): 0.90}
+    section = create_section("fig2b", {"model": "mae_cnn-cnn", "rows": {"MAE": "fedavg", "MAR": "mar"},
+                                       "columns": {"alpha=1e5": "fl-iid", "alpha=0.1": "fl-label"}})
+    verdicts = [f.verdict for f in section.render(context(tmp_path, fl_cells(accuracy, random=0.83))).findings]
+    assert verdicts == ["untestable", "supported"]   # MAE at IID (80 %) does not beat random init (83 %)
+
+
+def test_per_column_row_specs_and_pinned_places(tmp_path):
+    records = []
+    for seed, noise in enumerate(NOISE):
+        for graph, conn, strategy, acc in (("uniform-5", 5, "decl-ds", 0.70), ("uniform-5", 5, "decl-mh", 0.71),
+                                           ("complete", 20, "decl-uniform", 0.80)):
+            records.append(decl_result("uniform" if conn < 20 else "complete", conn, acc + noise, seed=seed,
+                                       graph=graph, strategy=strategy))
+        records.append(result("random", None, "vit_small", None, test_acc=0.5 + noise, seed=seed))
+    section = create_section("table6", {"model": "mae-vit", "columns": {"connectivity_5": "uniform-5"},
+                                        "rows": {"fl_reference": "decl-uniform@complete", "data_size": "decl-ds",
+                                                 "doubly_stochastic": {"connectivity_5": "decl-mh"}}})
+    out = section.render(context(tmp_path, records))
+    assert set(out.data["place"]) == {"uniform-5", "complete"}
+    assert out.findings[0].verdict == "supported" and "doubly_stochastic" in out.findings[0].detail
+
+
+def test_bad_options_fail_when_the_section_is_created():
+    with pytest.raises(ValueError, match="exactly MAE and MAR"):
+        create_section("fig2b", {"model": "m", "rows": {"MAE": "a", "MIM": "b"}, "columns": {"x": "p"}})
+    with pytest.raises(ValueError, match="framework must be one of"):
+        create_section("table8", {"model": "m", "rows": {"0": "a"}, "columns": {"x": "p"}, "framework": "p2p"})
+    with pytest.raises(TypeError, match="no option"):
+        create_section("table6", {"model": "m", "rows": {"0": "a"}, "columns": {"x": "p"}, "colums": {}})
