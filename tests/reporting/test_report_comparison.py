@@ -79,3 +79,11 @@ def test_bad_options_fail_when_the_section_is_created():
         create_section("table8", {"model": "m", "rows": {"0": "a"}, "columns": {"x": "p"}, "framework": "p2p"})
     with pytest.raises(TypeError, match="no option"):
         create_section("table6", {"model": "m", "rows": {"0": "a"}, "columns": {"x": "p"}, "colums": {}})
+
+
+def test_cell_specs_resolve_model_strategy_and_place():
+    section = create_section("table8", {"model": "mae-cnn", "columns": {"a": "fl-iid", "b": "mar@fl-label"},
+                                        "rows": {"x": "byol-cnn:fedavg", "y": "fedavg@fl-2class", "z": {"b": "mar2"}}})
+    assert section.spec("x", "a") == ("byol-cnn", "fedavg", "fl-iid")
+    assert section.spec("y", "a") == ("mae-cnn", "fedavg", "fl-2class")   # the row's place wins
+    assert section.spec("z", "a") is None and section.spec("z", "b") == ("mae-cnn", "mar2", "fl-label")

@@ -3,8 +3,8 @@
 A comparison table is rows x columns of pretrained cells of one model under one framework. A row names a
 strategy (a named entry of params.yaml's ``strategies``), a column a place (a partition for FL, a graph
 for DecL); either may pin the other part with ``"<strategy>@<place>"`` (Table 6's FL reference row is
-``decl-uniform@complete``), and a row may give one spec per column (Table 7, whose columns are values of
-gamma). Row and column labels are the paper's own keys, so the paper's values print beside ours. Each table states one claim
+``decl-uniform@complete``), a row may name another model with ``"<model>:<strategy>"`` (paper B's tables
+compare methods), and a row may give one spec per column (Table 7, whose columns are values of gamma). Row and column labels are the paper's own keys, so the paper's values print beside ours. Each table states one claim
 of the form "row R is above every other row", checked per column on paired per-seed differences
 (supported when R beats every other row beyond its interval, contradicted when some row beats R beyond
 its interval, otherwise inconclusive), and untestable where a compared pretraining does not beat random
@@ -43,34 +43,34 @@ class StrategyComparison(ReportSection):
         self.model, self.framework, self.protocol = model, framework, protocol
         self.rows, self.columns = dict(rows), dict(columns)
 
-    def spec(self, row: str, column: str) -> tuple[str, str] | None:
-        """(strategy, place) of a cell: a row's parts win over the column's; None when the row skips it."""
+    def spec(self, row: str, column: str) -> tuple[str, str, str] | None:
+        """(model, strategy, place) of a cell: a row's parts win over the column's; None when the row skips it."""
         row_spec = self.rows[row]
         if isinstance(row_spec, Mapping):
             row_spec = row_spec.get(column)
             if row_spec is None:
                 return None
-        row_strategy, _, row_place = str(row_spec).partition("@")
+        model, _, row_spec = str(row_spec).rpartition(":")
+        row_strategy, _, row_place = row_spec.partition("@")
         column_spec = self.columns[column]
         column_strategy, _, column_place = column_spec.rpartition("@") if "@" in column_spec else ("", "", column_spec)
         strategy, place = row_strategy or column_strategy, row_place or column_place
         if not strategy or not place:
             raise ValueError(f"cell ({row}, {column}) names no {'strategy' if not strategy else 'place'}")
-        return strategy, place
+        return model or self.model, strategy, place
 
-    def _cell(self, results: pd.DataFrame, strategy: str, place: str) -> pd.DataFrame:
-        return results[(results["framework"] == self.framework) & (results["model"] == self.model)
+    def _cell(self, results: pd.DataFrame, model: str, strategy: str, place: str) -> pd.DataFrame:
+        return results[(results["framework"] == self.framework) & (results["model"] == model)
                        & (results["protocol"] == self.protocol) & (results["strategy"] == strategy)
                        & (results[PLACE[self.framework]] == place)]
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         specs = {(row, column): spec for row in self.rows for column in self.columns
                  if (spec := self.spec(row, column)) is not None}
-        self._cells = {key: cell for key, (strategy, place) in specs.items()
-                       if not (cell := self._cell(ctx.results, strategy, place)).empty}
-        return pd.DataFrame([{"row": row, "column": column, "strategy": specs[(row, column)][0],
-                              "place": specs[(row, column)][1], **accuracy_summary(cell)}
-                             for (row, column), cell in self._cells.items()])
+        self._cells = {key: cell for key, spec in specs.items() if not (cell := self._cell(ctx.results, *spec)).empty}
+        return pd.DataFrame([{"row": row, "column": column, "model": specs[(row, column)][0],
+                              "strategy": specs[(row, column)][1], "place": specs[(row, column)][2],
+                              **accuracy_summary(cell)} for (row, column), cell in self._cells.items()])
 
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
         gate = PretrainingGate(ctx.results)
@@ -98,8 +98,9 @@ class StrategyComparison(ReportSection):
         measured = self._wide({(r.row, r.column): format_cell(r.mean, r.ci, r.n, r.test_ci)
                                for r in data.itertuples()})
         parts = [f"{self.intro} Model {self.model}, {self.framework.upper()}, {self.protocol}; {CELL_NOTE}. "
-                 "Cells (row, column: strategy @ " + PLACE[self.framework] + "): "
-                 + "; ".join(f"{r.row}, {r.column}: {r.strategy} @ {r.place}" for r in data.itertuples()) + ".",
+                 "Cells (row, column: model / strategy @ " + PLACE[self.framework] + "): "
+                 + "; ".join(f"{r.row}, {r.column}: {r.model} / {r.strategy} @ {r.place}" for r in data.itertuples())
+                 + ".",
                  "**Measured (this pipeline)**", markdown_table(measured)]
         paper = self._paper(ctx.paper)
         if paper is not None:
