@@ -48,8 +48,9 @@ def test_byol_target_follows_the_online_network_by_ema():
         online.add_(1.0)
     model.update_target(0.25)
     torch.testing.assert_close(target, 0.25 * before + 0.75 * online)
-    keys = model.local_state_keys()
+    keys = model.client_state_keys()
     assert keys and all(k.split(".")[0] in {"target_encoder", "target_projector"} for k in keys)
+    assert all(k.startswith("predictor.") for k in model.local_state_keys())
 
 
 def test_moco_queue_wraps_around():
@@ -60,7 +61,8 @@ def test_moco_queue_wraps_around():
     assert model.queue_ptr.item() == 1
     torch.testing.assert_close(model.queue[:, 0], keys[2])  # slot 0 overwritten on the wrap
     torch.testing.assert_close(model.queue[:, 3:5], keys[:2].T)
-    assert "queue" in model.local_state_keys()
+    assert {"queue", "queue_ptr"} <= set(model.client_state_keys())
+    assert any(k.startswith("key_encoder.") for k in model.client_state_keys())
 
 
 def test_byol_resnet18_matches_paper_a_table2_size():

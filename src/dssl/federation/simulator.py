@@ -370,7 +370,8 @@ class FLSimulator(Simulator):
         if not isinstance(config, FLConfig):
             raise TypeError(f"FLSimulator needs an FLConfig, got {type(config).__name__}")
         super().__init__(method, clients, strategy, config, **kwargs)
-        self.global_states = strategy.initial_global_states(snapshot(method))
+        # Global models hold only the shared keys: per-client memory never enters them.
+        self.global_states = strategy.initial_global_states(snapshot(method, strategy.shared_keys))
 
     def _make_schedule(self) -> list[list[int]]:
         config = self.config
@@ -403,7 +404,9 @@ class FLSimulator(Simulator):
         self.global_states = payload["global_states"]
 
     def _result_states(self) -> tuple[StateDict, list[StateDict]]:
-        return self.global_states[0], self.global_states
+        """Global model 0, completed with the initial local tensors so that it loads into the method
+        (as DecL's final model); ``global_states`` are the shared tensors only."""
+        return {**self.strategy.initial_local, **self.global_states[0]}, self.global_states
 
 
 class DecLSimulator(Simulator):
@@ -458,8 +461,8 @@ class DecLSimulator(Simulator):
 
     def _result_states(self) -> tuple[StateDict, list[StateDict]]:
         weights = self.strategy.aggregation_weights([c.num_samples for c in self.clients])
-        final = {**self.local_template, **self.states.average(weights)}
-        return final, [final]
+        shared = self.states.average(weights)
+        return {**self.local_template, **shared}, [shared]
 
 
 def _check_mixing(mixing: np.ndarray, num_clients: int) -> np.ndarray:

@@ -6,16 +6,21 @@ The training engine relies on:
 - ``encoder``: the backbone, ``encoder(x) -> [B, feature_dim]`` for evaluation;
 - ``representation(images) -> [B, D]``: one embedding per image, paper A's z for MAR alignment;
 - ``local_state_keys()``: state_dict keys a federation strategy may keep on the client;
+- ``client_state_keys()``: per-client memory (EMA target / momentum networks, MoCo's queue) that
+  every strategy keeps on the client: never uploaded, replaced by a global model, or mixed;
+- ``part_keys(part)``: the state keys of one part of the Siamese model (paper B's framework):
+  ``online`` (encoder + projector), ``predictor``, ``target`` (EMA target) or ``memory`` (queue);
 - ``after_optimizer_step()``: called after every optimiser step (EMA targets update here);
 - ``name``: the registry key, as in ``params.yaml``.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Mapping, TypeVar
 
 import torch
 from torch import nn
@@ -42,12 +47,20 @@ class SSLMethod(nn.Module, ABC):
 
     Subclasses set ``name`` and implement :meth:`compute_loss`; their hyper-parameters are
     keyword-only constructor arguments (``None`` = derive the default from the backbone) and the
-    resolved values are kept in ``hparams`` for logging. ``local_modules`` names the submodules and
-    buffers whose state a federation strategy may keep on the client (predictor, EMA target, queue).
+    resolved values are kept in ``hparams`` for logging. ``local_modules`` names the submodules
+    whose state a federation strategy may optionally keep on the client (the predictor: paper B's
+    "keep local knowledge"). ``target_sources`` maps each EMA target submodule to the online
+    submodule it follows (BYOL's target, MoCo's key networks) and ``memory_modules`` names other
+    per-client memory (MoCo's queue and pointer): both are client-local in every strategy, because
+    they summarise one client's own training and data (averaging queues across clients would mix
+    other clients' keys into a client's negatives).
     """
 
     name: ClassVar[str]
     local_modules: ClassVar[tuple[str, ...]] = ()
+    target_sources: ClassVar[Mapping[str, str]] = {}
+    memory_modules: ClassVar[tuple[str, ...]] = ()
+    predictor_modules: ClassVar[tuple[str, ...]] = ("predictor",)
 
     def __init__(self, encoder: nn.Module, hparams: dict[str, Any]) -> None:
         super().__init__()
@@ -88,6 +101,30 @@ class SSLMethod(nn.Module, ABC):
     def local_state_keys(self) -> list[str]:
         """state_dict keys under ``local_modules``: state a strategy may keep local (e.g. FedU, FedEMA)."""
         return [key for key in self.state_dict() if key.split(".")[0] in self.local_modules]
+
+    def client_state_keys(self) -> list[str]:
+        """Per-client memory: the EMA target networks and ``memory_modules`` (never shared)."""
+        return self.part_keys("target") + self.part_keys("memory")
+
+    def part_keys(self, part: str) -> list[str]:
+        """state_dict keys of ``part``: ``online``, ``predictor``, ``target`` or ``memory``.
+
+        ``online`` is everything that is not one of the other three (encoder and projector).
+        """
+        prefixes = {"predictor": set(self.predictor_modules), "target": set(self.target_sources),
+                    "memory": set(self.memory_modules)}
+        if part not in (*prefixes, "online"):
+            raise ValueError(f"unknown model part {part!r}; known: online, {', '.join(prefixes)}")
+        keys = list(self.state_dict())
+        if part == "online":
+            others = set().union(*prefixes.values())
+            return [k for k in keys if k.split(".")[0] not in others]
+        return [k for k in keys if k.split(".")[0] in prefixes[part]]
+
+    def online_key_of(self, target_key: str) -> str:
+        """The online key a target key follows, e.g. ``target_encoder.w`` -> ``encoder.w``."""
+        head, _, rest = target_key.partition(".")
+        return f"{self.target_sources[head]}.{rest}" if rest else self.target_sources[head]
 
     def after_optimizer_step(self) -> None:
         """Hook called by the engine after every optimiser step; EMA-target methods update here."""
@@ -133,6 +170,35 @@ def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
     encoder). Buffers (BN running statistics) are the target's own, as in both papers' code."""
     for t, o in zip(target.parameters(), online.parameters(), strict=True):
         t.lerp_(o, 1 - momentum)
+
+
+def make_ema_target(
+    encoder: nn.Module, projector: nn.Module, enabled: bool, trainable: bool = False
+) -> tuple[nn.Module | None, nn.Module | None]:
+    """Copies of ``encoder`` and ``projector`` as an EMA target, or ``(None, None)`` without one.
+
+    ``trainable``: the copies keep ``requires_grad`` (paper B's no-stop-gradient ablation, where the
+    gradient reaches the target branch); otherwise only the EMA moves them.
+    """
+    if not enabled:
+        return None, None
+    return (copy.deepcopy(encoder).requires_grad_(trainable),
+            copy.deepcopy(projector).requires_grad_(trainable))
+
+
+def target_outputs(method: nn.Module, x1: torch.Tensor, x2: torch.Tensor, z1: torch.Tensor,
+                   z2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The target branch's projections of both views (paper B's Siamese framework).
+
+    With an EMA target (``method.target_encoder``), its projections of ``x1``, ``x2``, under
+    ``no_grad`` when ``method.stop_gradient``; without one the online projections ``z1``, ``z2``
+    themselves (the loss detaches them under stop-gradient).
+    """
+    if method.target_encoder is None:
+        return z1, z2
+    with torch.set_grad_enabled(torch.is_grad_enabled() and not method.stop_gradient):
+        return (method.target_projector(method.target_encoder(x1)),
+                method.target_projector(method.target_encoder(x2)))
 
 
 def require_vit(encoder: nn.Module, method: str, alternative: str) -> ViTBackbone:

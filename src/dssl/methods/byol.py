@@ -3,18 +3,27 @@
 Paper B's sizes for ResNet-18: projector 512-4096-2048, predictor 2048-4096-2048, target EMA 0.99.
 Defaults keep the ratios for any backbone: projector d-8d-4d, predictor 4d-8d-4d, d = feature_dim
 (cnn_small: 128-1024-512, vit_small: 96-768-384).
+
+Paper B's design-space switches (its Section 4 study of the FedSSL framework): ``predictor`` (without
+it FedBYOL collapses), ``stop_gradient`` (FedBYOL still works without it), ``ema_target`` (without it
+the target is the online network itself, i.e. a SimSiam-style target with BYOL's heads and loss).
 """
 
 from __future__ import annotations
-
-import copy
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from dssl.methods.augment import FedSSLTransform
-from dssl.methods.base import LossOutput, SSLMethod, ema_update, register_method
+from dssl.methods.base import (
+    LossOutput,
+    SSLMethod,
+    ema_update,
+    make_ema_target,
+    register_method,
+    target_outputs,
+)
 from dssl.methods.heads import mlp_layers
 
 
@@ -35,13 +44,20 @@ class BYOLPredictionHead(nn.Sequential):
 
 class BYOLLoss(nn.Module):
     """Symmetrised normalised MSE, ||p/|p| - t/|t| ||^2 = 2 - 2 cos(p, t), summed over both view
-    orders and averaged over the batch (BYOL Eq. 2; paper B's code). Targets are not differentiated."""
+    orders and averaged over the batch (BYOL Eq. 2; paper B's code). Targets are not differentiated
+    unless ``stop_gradient=False`` (paper B's ablation)."""
+
+    def __init__(self, stop_gradient: bool = True) -> None:
+        super().__init__()
+        self.stop_gradient = stop_gradient
 
     def forward(
         self, p1: torch.Tensor, p2: torch.Tensor, t1: torch.Tensor, t2: torch.Tensor
     ) -> torch.Tensor:
-        cos12 = F.cosine_similarity(p1, t2.detach(), dim=-1)
-        cos21 = F.cosine_similarity(p2, t1.detach(), dim=-1)
+        if self.stop_gradient:
+            t1, t2 = t1.detach(), t2.detach()
+        cos12 = F.cosine_similarity(p1, t2, dim=-1)
+        cos21 = F.cosine_similarity(p2, t1, dim=-1)
         return (4 - 2 * cos12 - 2 * cos21).mean()
 
 
@@ -52,12 +68,17 @@ BYOLTransform = FedSSLTransform  # paper B uses one augmentation for all its met
 class BYOL(SSLMethod):
     """BYOL: online encoder + projector + predictor against an EMA target encoder + projector.
 
-    The engine calls :meth:`after_optimizer_step`, which moves the target by ``momentum``.
-    ``local_modules``: the EMA target, which FedEMA keeps on the client (paper B).
+    The engine calls :meth:`after_optimizer_step`, which moves the target by ``momentum``. The EMA
+    target is per-client memory (``target_sources``); ``local_modules``: the predictor (paper B's
+    "keep local knowledge" choice). ``stop_gradient=False`` differentiates the target branch: with
+    an EMA target its parameters become trainable (the optimiser steps them, then the EMA pulls
+    them toward the online network); without one the gradient flows into the online network
+    through both branches.
     """
 
     name = "byol"
-    local_modules = ("target_encoder", "target_projector")
+    local_modules = ("predictor",)
+    target_sources = {"target_encoder": "encoder", "target_projector": "projector"}
 
     def __init__(
         self,
@@ -70,6 +91,9 @@ class BYOL(SSLMethod):
         pred_hidden_dim: int | None = None,
         momentum: float = 0.99,
         crop_min_scale: float = 0.08,
+        predictor: bool = True,
+        stop_gradient: bool = True,
+        ema_target: bool = True,
     ) -> None:
         del in_chans
         dim = encoder.feature_dim
@@ -84,32 +108,36 @@ class BYOL(SSLMethod):
                 pred_hidden_dim=pred_hidden_dim,
                 momentum=momentum,
                 crop_min_scale=crop_min_scale,
+                predictor=bool(predictor),
+                stop_gradient=bool(stop_gradient),
+                ema_target=bool(ema_target),
             ),
         )
         self.momentum = momentum
+        self.stop_gradient = bool(stop_gradient)
         self.projector = BYOLProjectionHead(dim, proj_hidden_dim, proj_output_dim)
-        self.predictor = BYOLPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
-        self.target_encoder = copy.deepcopy(encoder).requires_grad_(False)
-        self.target_projector = copy.deepcopy(self.projector).requires_grad_(False)
-        self.criterion = BYOLLoss()
+        self.predictor = (BYOLPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
+                          if predictor else None)
+        self.target_encoder, self.target_projector = make_ema_target(
+            encoder, self.projector, ema_target, trainable=not stop_gradient)
+        self.criterion = BYOLLoss(stop_gradient)
         self.transform = BYOLTransform(image_size, crop_min_scale)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None
     ) -> LossOutput:
         x1, x2 = self.transform(images, generator), self.transform(images, generator)
-        f1 = self.encoder(x1)
-        p1 = self.predictor(self.projector(f1))
-        p2 = self.predictor(self.projector(self.encoder(x2)))
-        with torch.no_grad():
-            t1 = self.target_projector(self.target_encoder(x1))
-            t2 = self.target_projector(self.target_encoder(x2))
+        f1, f2 = self.encoder(x1), self.encoder(x2)
+        z1, z2 = self.projector(f1), self.projector(f2)
+        p1, p2 = (self.predictor(z1), self.predictor(z2)) if self.predictor is not None else (z1, z2)
+        t1, t2 = target_outputs(self, x1, x2, z1, z2)
         return LossOutput({"loss": self.criterion(p1, p2, t1, t2)}, representation=f1)
 
     def update_target(self, momentum: float) -> None:
         """target <- momentum * target + (1 - momentum) * online (encoder and projector)."""
-        ema_update(self.target_encoder, self.encoder, momentum)
-        ema_update(self.target_projector, self.projector, momentum)
+        if self.target_encoder is not None:
+            ema_update(self.target_encoder, self.encoder, momentum)
+            ema_update(self.target_projector, self.projector, momentum)
 
     def after_optimizer_step(self) -> None:
         self.update_target(self.momentum)

@@ -1,8 +1,8 @@
-"""MoCo v2 (Chen, Fan, Girshick & He, 2020) as paper B's FedMoCo.
+"""MoCo v1 (He et al., CVPR 2020) and v2 (Chen, Fan, Girshick & He, 2020) as paper B's FedMoCo.
 
-Paper B's sizes for ResNet-18: MLP head 512-512-128, queue 4096, key-encoder momentum 0.99,
-temperature 0.2 (v2). Defaults for any backbone: head d-d-d/4, queue 32 x (d/4) (4096 at d = 512;
-cnn_small 1024, vit_small 768).
+Paper B's sizes for ResNet-18: queue 4096, dim 128, key-encoder momentum 0.99; v1: linear head
+512-128, temperature 0.07; v2: MLP head 512-512-128, temperature 0.2. Defaults for any backbone:
+head d-(d-)d/4, queue 32 x (d/4) (4096 at d = 512; cnn_small 1024, vit_small 768).
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ class MoCoProjectionHead(nn.Sequential):
 
     def __init__(self, input_dim: int = 512, hidden_dim: int = 512, output_dim: int = 128) -> None:
         super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], hidden_bn=False))
+
+
+MOCO_VERSIONS = {"v1": 0.07, "v2": 0.2}  # version -> paper B's temperature
 
 
 class InfoNCELoss(nn.Module):
@@ -47,14 +50,17 @@ MoCoTransform = FedSSLTransform  # paper B uses one augmentation for all its met
 
 @register_method
 class MoCo(SSLMethod):
-    """MoCo v2: query encoder + head, momentum key encoder + head, a FIFO queue of past keys.
+    """MoCo: query encoder + head, momentum key encoder + head, a FIFO queue of past keys.
 
-    The engine calls :meth:`after_optimizer_step`, which moves the key networks by ``momentum``.
-    ``local_modules``: key networks and queue (client-local memory).
+    ``version``: ``v2`` (MLP head, temperature 0.2; the default) or ``v1`` (linear head, 0.07);
+    ``temperature`` overrides the version's. The engine calls :meth:`after_optimizer_step`, which
+    moves the key networks by ``momentum``. Key networks and queue are per-client memory
+    (``target_sources``, ``memory_modules``): every strategy keeps them on the client.
     """
 
     name = "moco"
-    local_modules = ("key_encoder", "key_projector", "queue", "queue_ptr")
+    target_sources = {"key_encoder": "encoder", "key_projector": "projector"}
+    memory_modules = ("queue", "queue_ptr")
 
     def __init__(
         self,
@@ -66,10 +72,14 @@ class MoCo(SSLMethod):
         proj_output_dim: int | None = None,
         queue_size: int | None = None,
         momentum: float = 0.99,
-        temperature: float = 0.2,
+        temperature: float | None = None,
         crop_min_scale: float = 0.08,
+        version: str = "v2",
     ) -> None:
         del in_chans
+        if version not in MOCO_VERSIONS:
+            raise ValueError(f"unknown MoCo version {version!r}; known: {', '.join(MOCO_VERSIONS)}")
+        temperature = MOCO_VERSIONS[version] if temperature is None else temperature
         dim = encoder.feature_dim
         proj_hidden_dim = proj_hidden_dim or dim
         proj_output_dim = proj_output_dim or dim // 4
@@ -83,10 +93,12 @@ class MoCo(SSLMethod):
                 momentum=momentum,
                 temperature=temperature,
                 crop_min_scale=crop_min_scale,
+                version=version,
             ),
         )
         self.momentum = momentum
-        self.projector = MoCoProjectionHead(dim, proj_hidden_dim, proj_output_dim)
+        self.projector = (MoCoProjectionHead(dim, proj_hidden_dim, proj_output_dim) if version == "v2"
+                          else nn.Sequential(nn.Linear(dim, proj_output_dim)))
         self.key_encoder = copy.deepcopy(encoder).requires_grad_(False)
         self.key_projector = copy.deepcopy(self.projector).requires_grad_(False)
         self.register_buffer("queue", F.normalize(torch.randn(proj_output_dim, queue_size), dim=0))

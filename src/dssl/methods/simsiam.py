@@ -3,6 +3,10 @@
 Paper A's sizes for ResNet-18 [code]: projector 512-256-256-512, predictor 512-512-512. Defaults keep
 those ratios for any backbone: projector d - d/2 - d/2 - d, predictor d - d - d, d = feature_dim
 (cnn_small: 128-64-64-128 / 128-128-128; vit_small: 96-48-48-96 / 96-96-96; tiny_vit: 320-...).
+
+Paper B's design-space switches (its Section 4 study of the FedSSL framework): ``predictor`` (without
+it FedSimSiam collapses), ``stop_gradient`` (FedSimSiam needs it), ``ema_target`` (an EMA target
+encoder + projector, ``momentum``, which makes FedSimSiam BYOL-like).
 """
 
 from __future__ import annotations
@@ -12,7 +16,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from dssl.methods.augment import ViewTransform
-from dssl.methods.base import LossOutput, SSLMethod, register_method
+from dssl.methods.base import (
+    LossOutput,
+    SSLMethod,
+    ema_update,
+    make_ema_target,
+    register_method,
+    target_outputs,
+)
 from dssl.methods.heads import mlp_layers
 
 
@@ -81,10 +92,13 @@ class SimSiam(SSLMethod):
     """SimSiam: encoder + projector f, predictor h; loss on two views with stop-gradient.
 
     ``local_modules``: the predictor, which FedU keeps local when the divergence is large (paper B).
+    With ``ema_target`` the target branch is an EMA of the encoder + projector (per-client memory,
+    ``target_sources``), moved by ``momentum`` after every optimiser step.
     """
 
     name = "simsiam"
     local_modules = ("predictor",)
+    target_sources = {"target_encoder": "encoder", "target_projector": "projector"}
 
     def __init__(
         self,
@@ -97,6 +111,9 @@ class SimSiam(SSLMethod):
         pred_hidden_dim: int | None = None,
         stop_gradient: bool = True,
         crop_min_scale: float = 0.2,
+        predictor: bool = True,
+        ema_target: bool = False,
+        momentum: float = 0.99,
     ) -> None:
         del in_chans  # the views keep the input's channels
         dim = encoder.feature_dim
@@ -111,10 +128,18 @@ class SimSiam(SSLMethod):
                 pred_hidden_dim=pred_hidden_dim,
                 stop_gradient=stop_gradient,
                 crop_min_scale=crop_min_scale,
+                predictor=bool(predictor),
+                ema_target=bool(ema_target),
+                momentum=momentum,
             ),
         )
+        self.momentum = momentum
+        self.stop_gradient = bool(stop_gradient)
         self.projector = SimSiamProjectionHead(dim, proj_hidden_dim, proj_output_dim)
-        self.predictor = SimSiamPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
+        self.predictor = (SimSiamPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
+                          if predictor else None)
+        self.target_encoder, self.target_projector = make_ema_target(
+            encoder, self.projector, ema_target, trainable=not stop_gradient)
         self.criterion = NegativeCosineLoss(stop_gradient)
         self.transform = SimSiamTransform(image_size, crop_min_scale)
 
@@ -125,6 +150,12 @@ class SimSiam(SSLMethod):
         # Views go through the network separately so BN statistics are per view, as in SimSiam.
         f1, f2 = self.encoder(x1), self.encoder(x2)
         z1, z2 = self.projector(f1), self.projector(f2)
-        p1, p2 = self.predictor(z1), self.predictor(z2)
-        loss = self.criterion(p1, p2, z1, z2)
+        p1, p2 = (self.predictor(z1), self.predictor(z2)) if self.predictor is not None else (z1, z2)
+        t1, t2 = target_outputs(self, x1, x2, z1, z2)
+        loss = self.criterion(p1, p2, t1, t2)
         return LossOutput({"loss": loss, "output_std": output_std(z1)}, representation=f1)
+
+    def after_optimizer_step(self) -> None:
+        if self.target_encoder is not None:
+            ema_update(self.target_encoder, self.encoder, self.momentum)
+            ema_update(self.target_projector, self.projector, self.momentum)

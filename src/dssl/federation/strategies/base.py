@@ -23,6 +23,11 @@ state_dict             the strategy's own server-side state, checkpointed with t
 Per-client state that must persist between rounds (kept model tensors, FedEMA's previous weights,
 counters) lives in the ``local_state`` dict the simulators pass to the hooks: one dict per client,
 checkpointed after every round. Keys under ``LOCAL_MODEL`` hold model tensors the client keeps.
+
+Per-client memory (the method's ``client_state_keys()``: EMA target / momentum networks, MoCo's
+queue and pointer) is local in every strategy: never uploaded, never part of a global model, never
+mixed by gossip. A client's first participation starts it from the method's initial memory, except
+that its EMA target starts as a copy of the online network it receives (paper B's code does so).
 """
 
 from __future__ import annotations
@@ -93,6 +98,8 @@ class Strategy:
         self.hparams: dict[str, Any] = {"aggregation": aggregation, "keep_local": bool(keep_local)}
         self.local_keys: frozenset[str] = frozenset()
         self.shared_keys: tuple[str, ...] = ()
+        self.initial_local: StateDict = {}
+        self.target_sources: dict[str, str] = {}
 
     def aggregation_weights(self, num_samples: Sequence[int]) -> np.ndarray:
         """Normalised weights of clients with these sample counts."""
@@ -105,13 +112,18 @@ class Strategy:
     # -- set-up ---------------------------------------------------------------------------------
 
     def setup(self, method: nn.Module) -> None:
-        """Split the model's state keys into shared (aggregated) and local (kept by each client)."""
+        """Split the model's state keys into shared (aggregated) and local (kept by each client).
+
+        The method's per-client memory is always local; ``select_local_keys`` adds the rest.
+        """
         keys = list(method.state_dict())
-        self.local_keys = frozenset(self.select_local_keys(method))
+        self.local_keys = frozenset(self.select_local_keys(method)) | set(method.client_state_keys())
         unknown = self.local_keys - set(keys)
         if unknown:
             raise KeyError(f"local keys the model does not have: {sorted(unknown)}")
         self.shared_keys = tuple(k for k in keys if k not in self.local_keys)
+        self.initial_local = snapshot(method, [k for k in keys if k in self.local_keys])
+        self.target_sources = {k: method.online_key_of(k) for k in method.part_keys("target")}
 
     def select_local_keys(self, method: nn.Module) -> list[str]:
         return list(method.local_state_keys()) if self.hparams["keep_local"] else []
@@ -133,7 +145,19 @@ class Strategy:
     def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
                             local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
         """The state loaded into the client's model before local training (paper A Alg. 1, line 4)."""
-        return {**global_state, **local_state.get(LOCAL_MODEL, {})}
+        kept = local_state.get(LOCAL_MODEL)
+        if kept is None:
+            kept = self.first_local_state(global_state)
+        return {**global_state, **kept}
+
+    def first_local_state(self, start: Mapping[str, torch.Tensor]) -> StateDict:
+        """A client's local tensors before it ever trained: the initial ones, except that an EMA
+        target starts as a copy of the online network in ``start`` (when ``start`` has it)."""
+        state = dict(self.initial_local)
+        for key, online in self.target_sources.items():
+            if key in state and online in start:
+                state[key] = start[online]
+        return state
 
     def client_loss(self, method: nn.Module, images: torch.Tensor,
                     ctx: ClientContext) -> Mapping[str, torch.Tensor]:

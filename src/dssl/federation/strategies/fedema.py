@@ -1,0 +1,132 @@
+"""FedEMA: divergence-aware dynamic moving-average update (paper B, ICLR 2022, Section 5).
+
+Zhuang, Wen & Zhang, "Divergence-aware Federated Self-Supervised Learning". BYOL-style FedSSL where a
+client that participated before blends its online encoder (projector included) and predictor with
+the global ones instead of replacing them (Eq. 3):
+
+    W_k^r = mu * W_k^(r-1) + (1 - mu) * W_g^r,    mu = min(lambda * ||W_g^r - W_k^(r-1)||, 1)
+
+The EMA target stays on the client (updated only by BYOL's own EMA); mu = 0 recovers FedBYOL.
+``scaler``: ``auto`` (default, paper B's autoscaler) sets lambda_k = tau / ||W_g^(r+1) - W_k^r|| once,
+at the end of client k's first participation (so that mu = tau at its next one; ``tau`` 0.7 in the
+paper, 0.8 the released code's default), stored per client in the strategy's checkpointed state;
+``constant`` uses ``ema_lambda`` (0.8 in the paper) for every client.
+``divergence``: ``paper`` (default) = ||W_g - W_k|| flattened over the online encoder's parameters;
+``code`` = the released code's mean per-layer L2 drift of the encoder's convolution weights during the
+client's previous local training (its autoscaler then divides ``tau`` by the first such drift).
+Only parameters are blended; BN statistics come from the global model, as in the released code.
+The code's first-round quirk (target and online networks are one object) is not reproduced.
+FL only: the divergence is to a server's global model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import nn
+
+from dssl.federation.state import StateDict
+from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload, register_strategy
+from dssl.federation.strategies.divergence import check_divergence, conv_weight_keys, l2_distance, mean_layer_distance
+from dssl.federation.strategies.fedssl import FedSSL
+
+SCALERS = ("auto", "constant")
+
+
+def ema_mu(scale: float, divergence: float) -> float:
+    """mu = min(lambda * divergence, 1) (paper B, Eq. 3)."""
+    return min(scale * divergence, 1.0)
+
+
+@register_strategy("fedema")
+class FedEMA(FedSSL):
+    """Blend the client's online encoder and predictor with the global ones by a divergence-aware mu."""
+
+    def __init__(self, aggregation: str = "uniform", scaler: str = "auto", tau: float = 0.7,
+                 ema_lambda: float = 0.8, divergence: str = "paper") -> None:
+        super().__init__(aggregation)
+        if scaler not in SCALERS:
+            raise ValueError(f"unknown scaler {scaler!r}; known: {', '.join(SCALERS)}")
+        check_divergence(divergence)
+        if tau <= 0 or ema_lambda < 0:
+            raise ValueError(f"tau must be > 0 and ema_lambda >= 0, got tau={tau}, ema_lambda={ema_lambda}")
+        self.hparams.update(scaler=scaler, tau=float(tau), ema_lambda=float(ema_lambda), divergence=divergence)
+        self.lambdas: dict[str, float] = {}  # client id (str) -> autoscaled lambda_k
+        self.blended_keys: tuple[str, ...] = ()
+        self.measured_keys: tuple[str, ...] = ()
+
+    def setup(self, method: nn.Module) -> None:
+        super().setup(method)
+        self.kept_keys = tuple(method.state_dict())  # the whole model: W_k^(r-1) is blended
+        self.blended_keys = self.online_keys + self.predictor_keys
+        online_params = [k for k in self.online_keys if k in self.param_keys]
+        if self.hparams["divergence"] == "code":
+            shapes = {name: p.shape for name, p in method.named_parameters()}
+            self.measured_keys = tuple(conv_weight_keys(shapes, online_params))
+            if not self.measured_keys:
+                raise ValueError("divergence 'code' needs convolution weights in the encoder; use divergence: paper")
+        else:
+            self.measured_keys = tuple(online_params)
+
+    # -- client side ------------------------------------------------------------------------------
+
+    def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
+                            local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
+        start = dict(super().client_update_start(client_id, global_state, local_state, ctx))
+        if self.hparams["divergence"] == "code":
+            ctx.scratch["fedema_start"] = {k: start[k].detach().clone() for k in self.measured_keys}
+        kept = local_state.get(LOCAL_MODEL)
+        if kept is None:
+            return start  # first participation: the global model (FedSSL.first_start)
+        if self.hparams["divergence"] == "code":
+            divergence = float(local_state["drift"])
+            if self.hparams["scaler"] == "auto" and str(client_id) not in self.lambdas and divergence > 0:
+                self.lambdas[str(client_id)] = self.hparams["tau"] / divergence
+        else:
+            divergence = l2_distance(global_state, kept, self.measured_keys)
+        mu = ema_mu(self.scale(client_id), divergence)
+        self.blend_into(start, kept, global_state, self.blended_keys, mu)
+        local_state["fedema"] = {"divergence": divergence, "mu": mu}
+        return start
+
+    def scale(self, client_id: int) -> float:
+        """lambda of this client: the constant, or its autoscaled value (0 until it is known)."""
+        if self.hparams["scaler"] == "constant":
+            return self.hparams["ema_lambda"]
+        return self.lambdas.get(str(client_id), 0.0)
+
+    def client_upload(self, client_id: int, method: nn.Module, local_state: dict, ctx: ClientContext) -> Upload:
+        if self.hparams["divergence"] == "code":
+            local_state["drift"] = mean_layer_distance(ctx.scratch["fedema_start"], method.state_dict(),
+                                                       self.measured_keys)
+        return super().client_upload(client_id, method, local_state, ctx)
+
+    # -- server side ------------------------------------------------------------------------------
+
+    def server_step(self, global_states: list[StateDict], uploads: Sequence[Upload],
+                    round_index: int) -> list[StateDict]:
+        """Autoscaler (paper): lambda_k = tau / ||W_g^(r+1) - W_k^r|| after a first participation."""
+        if self.hparams["scaler"] == "auto" and self.hparams["divergence"] == "paper":
+            for upload in uploads:
+                key = str(upload.client_id)
+                if key in self.lambdas:
+                    continue
+                divergence = l2_distance(global_states[upload.model_index], upload.state, self.measured_keys)
+                if divergence > 0:
+                    self.lambdas[key] = self.hparams["tau"] / divergence
+        return global_states
+
+    def gossip(self, states, mixing, uploads, round_index) -> None:
+        raise ValueError("fedema is a federated (FL) strategy: its divergence is to the server's global model")
+
+    # -- checkpointing ----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lambdas": dict(self.lambdas)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        unknown = set(state) - {"lambdas"}
+        if unknown:
+            raise ValueError(f"strategy 'fedema' state has unknown keys {sorted(unknown)}")
+        self.lambdas = {str(k): float(v) for k, v in state.get("lambdas", {}).items()}

@@ -1,0 +1,92 @@
+"""FedU: divergence-aware predictor update (DAPU).
+
+Zhuang et al., "Collaborative Unsupervised Visual Representation Learning from Decentralized Data"
+(ICCV 2021), as summarised in paper B (ICLR 2022). BYOL-style FedSSL in which the online encoder is
+always replaced by the global one, and the predictor by the global predictor only when the divergence
+between the global and the client's model is below ``threshold`` (0.4 in the released code);
+otherwise the client keeps its own predictor.
+
+``divergence``: ``paper`` (default) = ||W_g - W_k|| over the online encoder's (encoder + projector)
+parameters, global model of this round against the client's model after its previous participation;
+``code`` = the released code's mean per-layer L2 drift of the encoder's convolution weights during the
+client's previous local training. ``divergence_of``: ``encoder`` (default, as both the paper and the
+code measure it) or ``predictor`` (the same norm over the predictor's parameters; ``paper`` only).
+The decision of each participation is kept in the client's state (``local_state["fedu"]``).
+FL only: the divergence is to a server's global model.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+from torch import nn
+
+from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload, register_strategy
+from dssl.federation.strategies.divergence import check_divergence, conv_weight_keys, l2_distance, mean_layer_distance
+from dssl.federation.strategies.fedssl import FedSSL
+
+DIVERGENCE_OF = ("encoder", "predictor")
+
+
+@register_strategy("fedu")
+class FedU(FedSSL):
+    """Online encoder from the global model; predictor from it only if the divergence < threshold."""
+
+    def __init__(self, aggregation: str = "uniform", threshold: float = 0.4, divergence: str = "paper",
+                 divergence_of: str = "encoder") -> None:
+        super().__init__(aggregation, update_predictor="local")
+        check_divergence(divergence)
+        if divergence_of not in DIVERGENCE_OF:
+            raise ValueError(f"unknown divergence_of {divergence_of!r}; known: {', '.join(DIVERGENCE_OF)}")
+        if divergence == "code" and divergence_of != "encoder":
+            raise ValueError("divergence 'code' measures the encoder's convolutions; use divergence_of: encoder")
+        if threshold < 0:
+            raise ValueError(f"threshold must be >= 0, got {threshold}")
+        self.hparams.update(threshold=float(threshold), divergence=divergence, divergence_of=divergence_of)
+        self.measured_keys: tuple[str, ...] = ()
+
+    def setup(self, method: nn.Module) -> None:
+        super().setup(method)
+        self.kept_keys = tuple(method.state_dict())  # the whole model: W_k^(r-1) for the divergence
+        if not self.predictor_keys:
+            raise ValueError(f"fedu updates a predictor; method {method.name!r} has none (use byol or simsiam)")
+        shapes = {name: p.shape for name, p in method.named_parameters()}
+        if self.hparams["divergence"] == "code":
+            self.measured_keys = tuple(conv_weight_keys(shapes, self.online_keys))
+            if not self.measured_keys:
+                raise ValueError("divergence 'code' needs convolution weights in the encoder; use divergence: paper")
+        else:
+            part = self.online_keys if self.hparams["divergence_of"] == "encoder" else self.predictor_keys
+            self.measured_keys = tuple(k for k in part if k in self.param_keys)
+
+    def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
+                            local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
+        start = dict(super().client_update_start(client_id, global_state, local_state, ctx))
+        if self.hparams["divergence"] == "code":
+            ctx.scratch["fedu_start"] = {k: start[k].detach().clone() for k in self.measured_keys}
+        kept = local_state.get(LOCAL_MODEL)
+        if kept is None:
+            return start  # first participation: the global predictor (FedSSL.first_start)
+        divergence = self.divergence(global_state, kept, local_state)
+        use_global = divergence < self.hparams["threshold"]
+        if use_global:
+            for key in self.predictor_keys:
+                start[key] = global_state[key]
+        local_state["fedu"] = {"divergence": divergence, "global_predictor": use_global}
+        return start
+
+    def divergence(self, global_state: Mapping[str, torch.Tensor], kept: Mapping[str, torch.Tensor],
+                   local_state: dict) -> float:
+        if self.hparams["divergence"] == "code":
+            return float(local_state["drift"])
+        return l2_distance(global_state, kept, self.measured_keys)
+
+    def client_upload(self, client_id: int, method: nn.Module, local_state: dict, ctx: ClientContext) -> Upload:
+        if self.hparams["divergence"] == "code":
+            local_state["drift"] = mean_layer_distance(ctx.scratch["fedu_start"], method.state_dict(),
+                                                       self.measured_keys)
+        return super().client_upload(client_id, method, local_state, ctx)
+
+    def gossip(self, states, mixing, uploads, round_index) -> None:
+        raise ValueError("fedu is a federated (FL) strategy: its divergence is to the server's global model")
