@@ -154,7 +154,7 @@ def check_graphs(c: Checker) -> None:
 # keeps each set equal to its registry (dssl.methods.METHODS, dssl.models.BACKBONES, ...).
 METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco"}
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
-STRATEGY_NAMES = {"fedavg"}
+STRATEGY_NAMES = {"fedavg", "fedssl", "fedu", "fedema", "ldawa"}
 PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "random")
 MIXING_NAMES = {"uniform", "data_size", "degree_normalised", "metropolis_hastings"}
