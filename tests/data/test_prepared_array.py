@@ -6,12 +6,14 @@ import errno
 import hashlib
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image, ImageOps
 
 from dssl.artifacts import ArtifactError
@@ -178,6 +180,22 @@ def test_a_changed_pixel_is_a_checksum_mismatch(prepared: Path) -> None:
     with pytest.raises(ArtifactError, match="checksum mismatch in 1 of 1 blocks") as caught:
         images.get_batch([0])
     assert str(path) in str(caught.value) and "dvc checkout" in str(caught.value)
+
+
+def test_verified_once_per_file_and_pickled_without_pixels(prepared: Path) -> None:
+    first = load_split(prepared, "train")
+    first.get_batch([0])
+    again = load_split(prepared, "train")
+    assert again.verified  # the same file, unchanged: no second read
+    copy = pickle.loads(pickle.dumps(again))
+    assert len(pickle.dumps(again)) < 10_000 and torch.equal(copy.get_batch([1, 2]), first.get_batch([1, 2]))
+    path = prepared / "train.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1
+    (prepared / "new.npy").write_bytes(bytes(data))
+    os.replace(prepared / "new.npy", path)  # as a checkout replaces it: another file, checked again
+    with pytest.raises(ArtifactError, match="checksum mismatch"):
+        load_split(prepared, "train").get_batch([0])
 
 
 def test_a_truncated_array_fails_on_open(prepared: Path) -> None:

@@ -87,7 +87,9 @@ class MemmapImageSet(ImageSet):
 
     Opening checks the header and the file size (a truncated copy fails here). The md5 of every
     block of ``chunk_images`` images is checked once, before the first batch (``verify``): code that
-    only needs the labels (the partition stage) never reads the pixels.
+    only needs the labels (the partition stage) never reads the pixels. A file verified once is not
+    read again by this process or its forked children (``_VERIFIED``, keyed by the file's identity
+    and the checksums expected). Pickling sends the path, not the pixels (spawned workers reopen it).
     """
 
     def __init__(self, path: Path, labels: np.ndarray, num_classes: int, chunk_images: int,
@@ -101,7 +103,19 @@ class MemmapImageSet(ImageSet):
         if expected_chunks != len(self.chunk_md5):
             raise ArtifactError(self.path, f"meta.json lists {len(self.chunk_md5)} block checksums, "
                                            f"{expected_chunks} expected for {len(self.labels)} images")
-        self.verified = False
+        self.verified = self._identity() in _VERIFIED
+
+    def _identity(self) -> tuple:
+        stat = self.path.stat()
+        return (str(self.path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, self.chunk_images,
+                tuple(self.chunk_md5))
+
+    def __getstate__(self) -> dict:
+        return {key: value for key, value in self.__dict__.items() if key != "_images"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._images = _open_image_array(self.path, len(self.labels))
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -137,6 +151,7 @@ class MemmapImageSet(ImageSet):
                                            f"images {first}..{first + self.chunk_images - 1}); the file was "
                                            "damaged or edited after the prepare stage wrote it")
         self.verified = True
+        _VERIFIED.add(self._identity())
 
     def get_batch(self, indices: IndexLike) -> torch.Tensor:
         import torch
@@ -144,6 +159,9 @@ class MemmapImageSet(ImageSet):
         if not self.verified:
             self.verify()
         return torch.from_numpy(np.asarray(self._images[_as_index(indices)]))
+
+
+_VERIFIED: set[tuple] = set()  # MemmapImageSet._identity() of arrays whose checksums matched
 
 
 def _open_image_array(path: Path, count: int) -> np.memmap:
