@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 import shutil
@@ -144,10 +145,12 @@ def test_prepared_meta_damaged(digits: Path) -> None:
 def test_prepared_file_index_damaged(tmp_path: Path) -> None:
     folder = tmp_path / "mini"
     folder.mkdir()
-    meta = {"name": "mini_imagenet", "format": "files", "num_classes": 2, "splits": ["train"],
-            "root": str(tmp_path), "image_size": 8}
+    index = "path,label,bytes,md5\na/1.png,0,10,0\na/2.png,"
+    meta = {"name": "mini_imagenet", "format": "memmap", "num_classes": 2, "splits": ["train"],
+            "arrays": {"train": {"file": "train.npy", "index": "train.csv", "chunk_images": 1, "chunk_md5": [],
+                                 "index_md5": hashlib.md5(index.encode()).hexdigest()}}}
     (folder / "meta.json").write_text(json.dumps(meta))
-    (folder / "train.csv").write_text("path,label\na/1.png,0\na/2.png,")
+    (folder / "train.csv").write_text(index)
     with pytest.raises(ArtifactError) as err:
         load_split(folder, "train")
     check(err, folder / "train.csv", "not a valid path,label index")

@@ -107,6 +107,21 @@ def test_dataset_facts_match_registry() -> None:
     from dssl.data.datasets import DATASETS
 
     assert set(DATASET_FACTS) == set(DATASETS)
+    for name, facts in DATASET_FACTS.items():
+        assert facts.get("image_size") == DATASETS[name].defaults.get("image_size") or not facts["needs_root"]
+
+
+def test_image_folder_decoded_at_another_size_than_pretraining(good: dict, tmp_path: Path) -> None:
+    (tmp_path / "mini" / "train").mkdir(parents=True)
+    good["datasets"] = {"mini_imagenet": {"root": str(tmp_path / "mini")}}
+    good["pretrain"]["dataset"], good["pretrain"]["image_size"] = "mini_imagenet", 224
+    for partition in good["partitions"].values():
+        partition["dataset"] = "mini_imagenet"
+    problems = problems_of(good)
+    assert problems.get("pretrain.image_size") == ("224 px, but datasets.mini_imagenet.image_size decodes "
+                                                   "mini_imagenet at 84 px")
+    good["datasets"]["mini_imagenet"]["image_size"] = 224
+    assert "pretrain.image_size" not in problems_of(good)
 
 
 def test_feature_augment_keys(good: dict) -> None:

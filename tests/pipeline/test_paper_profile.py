@@ -69,3 +69,30 @@ def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:
     totals = {line.split()[1] for line in text.splitlines() if line.startswith("total")}
     assert totals == {str(expected + 1)}  # every stage once, plus the 'all' target; params.yaml not merged in
     assert "dssl pretrain_fl mae-vit fl-label fedavg --params configs/paper.yaml" in text
+
+
+def test_paper_pretraining_reads_the_prepared_array_at_its_resolution(tmp_path: Path) -> None:
+    """Mini-ImageNet is decoded once, at the pretraining resolution: epochs gather from the
+    memory-mapped array and never resize a batch."""
+    import numpy as np
+    from PIL import Image
+
+    from dssl.data.datasets import DATASETS, load_split
+    from dssl.data.imageset import MemmapImageSet, resized
+
+    params = read_params(REPO / "configs/paper.yaml")
+    pretrain = params["pretrain"]
+    spec = dict(params["datasets"][pretrain["dataset"]])
+    spec["root"] = str(tmp_path / "mini")
+    rng = np.random.default_rng(0)
+    for c in range(3):
+        for i in range(5):
+            path = tmp_path / "mini" / "train" / f"n0{c}" / f"{i}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, (300, 400, 3), dtype=np.uint8)).save(path)
+    meta = DATASETS[pretrain["dataset"]].prepare(spec, tmp_path / "prepared")
+    assert meta["format"] == "memmap" and meta["image_size"] == pretrain["image_size"]
+    train = load_split(tmp_path / "prepared", "train")
+    assert isinstance(train, MemmapImageSet)
+    assert resized(train, pretrain["image_size"]) is train
+    assert tuple(train.get_batch([0, 1]).shape) == (2, 3, pretrain["image_size"], pretrain["image_size"])

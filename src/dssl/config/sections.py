@@ -16,8 +16,8 @@ DATASET_FACTS = {
     "digits_on_photos": {"num_classes": 10, "train_size": None, "needs_root": False},
     "cifar10": {"num_classes": 10, "train_size": 50000, "needs_root": False},
     "cifar100": {"num_classes": 100, "train_size": 50000, "needs_root": False},
-    "mini_imagenet": {"num_classes": 100, "train_size": None, "needs_root": True},
-    "imagenet": {"num_classes": 1000, "train_size": None, "needs_root": True},
+    "mini_imagenet": {"num_classes": 100, "train_size": None, "needs_root": True, "image_size": 84},
+    "imagenet": {"num_classes": 1000, "train_size": None, "needs_root": True, "image_size": 224},
 }
 DIGITS_SIZE = 1797  # scikit-learn's load_digits
 
@@ -206,6 +206,7 @@ def check_pretrain(c: Checker) -> None:
     c.unknown_keys(pretrain, {"dataset", "image_size", "optimizers", "fl", "decl", "central"}, "pretrain")
     c.name_of(pretrain, "dataset", c.params.get("datasets") or {}, "pretrain", "datasets")
     c.number(pretrain, "image_size", "pretrain", integer=True, low=8)
+    _check_decoded_size(c, pretrain)
     optimizers = c.mapping(pretrain.get("optimizers", {}), "pretrain.optimizers") or {}
     for family in ("cnn", "vit"):
         spec = c.mapping(optimizers.get(family), f"pretrain.optimizers.{family}")
@@ -219,6 +220,20 @@ def check_pretrain(c: Checker) -> None:
             _check_framework(c, pretrain, framework, models)
         else:
             c.add(f"pretrain.{framework}", "missing section", "dvc.yaml and the Snakefile expand its grid")
+
+
+def _check_decoded_size(c: Checker, pretrain: dict) -> None:
+    """An image folder is decoded once, at its ``image_size``, by the prepare stage; pretraining at
+    another size would resize every batch again, the per-epoch image work the prepared array avoids."""
+    dataset, size = pretrain.get("dataset"), pretrain.get("image_size")
+    if "image_size" not in DATASET_FACTS.get(dataset, {}) or not isinstance(size, int):
+        return
+    spec = (c.params.get("datasets") or {}).get(dataset) or {}
+    decoded = spec.get("image_size", DATASET_FACTS[dataset]["image_size"])
+    if decoded != size:
+        c.add("pretrain.image_size", f"{size} px, but datasets.{dataset}.image_size decodes {dataset} at "
+              f"{decoded} px", f"set datasets.{dataset}.image_size to {size}, so the prepared array holds "
+              "the training resolution and no batch is resized")
 
 
 def _check_framework(c: Checker, pretrain: dict, framework: str, models: dict) -> None:

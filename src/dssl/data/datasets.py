@@ -18,17 +18,23 @@ Prepared folder (``data/prepared/<dataset>/``):
 - ``format == "arrays"``: ``<split>.npz`` with ``images`` (uint8 ``[N, H, W, C]``) and ``labels`` (int64);
   ``digits_on_photos`` adds int64 provenance arrays (``source``, ``photo``, ``crop``), which
   ``load_split`` ignores and ``load_provenance`` returns.
-- ``format == "files"``: ``<split>.csv`` with ``path,label`` rows (paths relative to ``root``, which is kept
-  as written in params.yaml: a relative root is read from the working directory, the project root when
-  the pipeline runs); images are decoded on demand.
+- ``format == "memmap"`` (image folders): every image decoded once, at ``image_size``, into
+  ``<split>.npy`` (uint8 ``[N, C, H, W]``, read memory-mapped; see ``dssl.data.prepared_array`` for the
+  layout and resize rule) and ``<split>.csv`` with ``path,label,bytes,md5`` rows, the source file of
+  each image (paths relative to ``root``). ``meta.json`` adds ``resize``, ``layout`` and, per split,
+  ``arrays.<split>``: the file names, shape, the index's md5 and the md5 of every block of
+  ``chunk_images`` images, checked on load. Epochs never read the source images.
 Every dataset has the splits ``train`` and ``test``; Mini-ImageNet may add ``val``.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
+import os
+import shutil
 import urllib.error
 from dataclasses import dataclass
 from fractions import Fraction
@@ -38,13 +44,12 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from dssl.artifacts import ArtifactError, check_keys, read_json, require_file
-from dssl.data import photo_digits
+from dssl.data import photo_digits, prepared_array
 from dssl.data.imageset import (
     ArrayImageSet,
     DatasetError,
-    FileImageSet,
     ImageSet,
-    decode_image,
+    MemmapImageSet,
     load_arrays,
     save_arrays,
 )
@@ -91,8 +96,12 @@ class DatasetEntry:
 
 
 def write_json(path: Path, obj: Any) -> None:
-    """JSON with sorted keys and fixed formatting, so equal content gives equal bytes."""
-    Path(path).write_text(json.dumps(obj, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    """JSON with sorted keys and fixed formatting, so equal content gives equal bytes; written to a
+    temporary name and renamed, so a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(obj, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
 
 
 META_KEYS = {"name": str, "format": str, "num_classes": int, "splits": list}
@@ -113,12 +122,9 @@ def load_split(prepared_dir: Path, split: str) -> ImageSet:
         raise DatasetError(f"{meta['name']} has no split '{split}'; prepared splits: {meta['splits']}")
     if meta["format"] == "arrays":
         return _array_split(prepared_dir / f"{split}.npz", meta["num_classes"])
-    if meta["format"] == "files":
-        check_keys(meta_path, meta, {"root": str, "image_size": int})
-        paths, labels = _read_index(prepared_dir / f"{split}.csv")
-        _check_labels(prepared_dir / f"{split}.csv", labels, meta["num_classes"])
-        return FileImageSet(Path(meta["root"]), paths, labels, meta["num_classes"], meta["image_size"])
-    raise ArtifactError(meta_path, f"unknown format {meta['format']!r} (expected 'arrays' or 'files')")
+    if meta["format"] == "memmap":
+        return _memmap_split(prepared_dir, meta_path, meta, split)
+    raise ArtifactError(meta_path, f"unknown format {meta['format']!r} (expected 'arrays' or 'memmap')")
 
 
 def load_provenance(prepared_dir: Path, split: str) -> dict[str, np.ndarray]:
@@ -148,6 +154,25 @@ def _array_split(path: Path, num_classes: int) -> ArrayImageSet:
                                   f"{labels.dtype} {list(labels.shape)}")
     _check_labels(path, labels, num_classes)
     return ArrayImageSet(images, labels, num_classes)
+
+
+def _memmap_split(prepared_dir: Path, meta_path: Path, meta: dict, split: str) -> MemmapImageSet:
+    """A decoded image folder's split; its index is checked against meta.json's md5 here, the pixels
+    before the first batch (``MemmapImageSet.verify``)."""
+    check_keys(meta_path, meta, {"arrays": dict})
+    entry = meta["arrays"].get(split)
+    if not isinstance(entry, dict):
+        raise ArtifactError(meta_path, f"'arrays' has no entry for the split {split!r}")
+    check_keys(meta_path, entry, {"file": str, "index": str, "index_md5": str, "chunk_images": int,
+                                  "chunk_md5": list})
+    index = require_file(prepared_dir / entry["index"])
+    if _file_md5(index) != entry["index_md5"]:
+        raise ArtifactError(index, "checksum mismatch with meta.json's index_md5; the index was edited or "
+                                   "damaged after the prepare stage wrote it")
+    paths, labels = _read_index(index)
+    _check_labels(index, labels, meta["num_classes"])
+    return MemmapImageSet(prepared_dir / entry["file"], labels, meta["num_classes"], entry["chunk_images"],
+                          entry["chunk_md5"])
 
 
 def _check_labels(path: Path, labels: np.ndarray, num_classes: int) -> None:
@@ -391,23 +416,13 @@ def _scan_split(name: str, root: Path, split: str,
     return classes, paths, np.asarray(labels, dtype=np.int64)
 
 
-def _check_readable(name: str, root: Path, paths: list[str]) -> None:
-    """Open every file's header (cheap: no full decode) so a broken file fails here, not mid-training."""
-    from PIL import Image, UnidentifiedImageError
-
-    for path in paths:
-        try:
-            with Image.open(root / path) as image:
-                image.verify()
-        except (OSError, UnidentifiedImageError, SyntaxError) as error:
-            raise _folder_error(name, f"unreadable image {root / path} ({error})") from error
-
-
-def _write_index(path: Path, paths: list[str], labels: np.ndarray) -> None:
+def _write_index(path: Path, paths: list[str], labels: np.ndarray,
+                 records: list[prepared_array.SourceRecord]) -> None:
+    """``path,label,bytes,md5`` per source file: the manifest of what the array was decoded from."""
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["path", "label"])
-        writer.writerows(zip(paths, labels.tolist()))
+        writer.writerow(["path", "label", "bytes", "md5"])
+        writer.writerows((p, label, r.size, r.md5) for p, label, r in zip(paths, labels.tolist(), records))
 
 
 def _read_index(path: Path) -> tuple[list[str], np.ndarray]:
@@ -437,7 +452,49 @@ def _require_root(name: str, spec: dict) -> Path:
 
 
 def _prepare_folder(name: str, spec: dict, out_dir: Path) -> dict:
+    """Scan the folder, then decode every split once into ``<split>.npy`` (``prepared_array``).
+
+    The arrays are staged in a hidden sub-folder and moved into ``out_dir`` only when every split
+    decoded, so a bad image leaves ``out_dir`` as it was.
+    """
     root = _require_root(name, spec)
+    classes, splits, sources = _scan_folder(name, spec, root)
+    size = int(spec["image_size"])
+    staging = out_dir / f".staging-{os.getpid()}"
+    staging.mkdir()
+    try:
+        written = {split: _decode_split(name, root, paths, size, staging / f"{split}.npy")
+                   for split, (paths, _) in splits.items()}
+        for split in splits:
+            os.replace(staging / f"{split}.npy", out_dir / f"{split}.npy")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    arrays = {}
+    for split, (paths, labels) in splits.items():
+        _write_index(out_dir / f"{split}.csv", paths, labels, written[split].records)
+        arrays[split] = {"file": f"{split}.npy", "index": f"{split}.csv",
+                         "index_md5": _file_md5(out_dir / f"{split}.csv"),
+                         "shape": list(written[split].shape), "chunk_images": written[split].chunk_images,
+                         "chunk_md5": written[split].chunk_md5}
+    return {
+        "source": f"image folder {spec['root']}",
+        "format": "memmap",
+        "root": str(spec["root"]),
+        "image_size": size,
+        "resize": prepared_array.RESIZE_RULE,
+        "layout": prepared_array.LAYOUT,
+        "num_classes": len(classes),
+        "classes": classes,
+        "splits": sorted(splits),
+        "split_sources": sources,
+        "sizes": {split: len(labels) for split, (_, labels) in splits.items()},
+        "image_shape": [3, size, size],
+        "arrays": arrays,
+    }
+
+
+def _scan_folder(name: str, spec: dict, root: Path) -> tuple[list[str], dict, dict]:
+    """Classes, ``{split: (relative paths, labels)}`` and where each split comes from."""
     classes, train_paths, train_labels = _scan_split(name, root, "train", None)
     splits = {"train": (train_paths, train_labels)}
     sources = {"train": "train/"}
@@ -449,21 +506,19 @@ def _prepare_folder(name: str, spec: dict, out_dir: Path) -> dict:
         splits["test"] = ([train_paths[i] for i in carve], train_labels[carve])
         splits["train"] = ([train_paths[i] for i in keep], train_labels[keep])
         sources["test"] = f"stratified {spec['test_fraction']} of train/ (seed {spec['split_seed']})"
-    for split, (paths, labels) in splits.items():
-        _check_readable(name, root, paths)
-        _write_index(out_dir / f"{split}.csv", paths, labels)
-    return {
-        "source": f"image folder {spec['root']}",
-        "format": "files",
-        "root": str(spec["root"]),
-        "image_size": int(spec["image_size"]),
-        "num_classes": len(classes),
-        "classes": classes,
-        "splits": sorted(splits),
-        "split_sources": sources,
-        "sizes": {split: len(labels) for split, (_, labels) in splits.items()},
-        "image_shape": [3, int(spec["image_size"]), int(spec["image_size"])],
-    }
+    return classes, splits, sources
+
+
+def _decode_split(name: str, root: Path, paths: list[str], size: int,
+                  target: Path) -> prepared_array.WrittenArray:
+    try:
+        return prepared_array.write_image_array(target, [root / p for p in paths], size)
+    except DatasetError as error:
+        raise DatasetError(f"{name}: {error}") from error
+
+
+def _file_md5(path: Path) -> str:
+    return hashlib.md5(Path(path).read_bytes()).hexdigest()
 
 
 def _extra_splits(name: str, root: Path) -> list[tuple[str, str]]:

@@ -4,22 +4,23 @@ An ``ImageSet`` holds integer labels and returns batches of uint8 images as ``[B
 Two storage forms sit behind it:
 
 - ``ArrayImageSet``: the whole split in memory (digits, CIFAR); a batch is one fancy-indexing gather.
-- ``FileImageSet``: an index of image files (Mini-ImageNet, ImageNet folders); a batch decodes its
-  files with PIL and brings each to a fixed square size.
+- ``MemmapImageSet``: a memory-mapped uint8 array on disk (Mini-ImageNet, ImageNet folders, decoded
+  once by the prepare stage at the training resolution); a batch is one gather from the mapped file.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import zipfile
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from dssl.artifacts import load_npz
+from dssl.artifacts import ArtifactError, load_npz, require_file
 
 if TYPE_CHECKING:  # torch costs seconds to import; the data and partition stages never need it
     import torch
@@ -80,50 +81,105 @@ class ArrayImageSet(ImageSet):
         return torch.from_numpy(self._images[_as_index(indices)])
 
 
-class FileImageSet(ImageSet):
-    """Images decoded on demand from files under ``root``, as RGB squares of side ``image_size``.
+class MemmapImageSet(ImageSet):
+    """Images read from a memory-mapped uint8 ``.npy`` array ``[N, C, H, W]`` (an image folder after
+    the prepare stage, see ``dssl.data.prepared_array``); a batch is one gather from the mapped file.
 
-    Each image is centre-cropped to a square and resized (bicubic), which keeps its aspect ratio, the
-    same framing as the usual resize-then-centre-crop evaluation transform.
+    Opening checks the header and the file size (a truncated copy fails here). The md5 of every
+    block of ``chunk_images`` images is checked once, before the first batch (``verify``): code that
+    only needs the labels (the partition stage) never reads the pixels. A file verified once is not
+    read again by this process or its forked children (``_VERIFIED``, keyed by the file's identity
+    and the checksums expected). Pickling sends the path, not the pixels (spawned workers reopen it).
     """
 
-    def __init__(self, root: Path, paths: Sequence[str], labels: np.ndarray, num_classes: int,
-                 image_size: int):
+    def __init__(self, path: Path, labels: np.ndarray, num_classes: int, chunk_images: int,
+                 chunk_md5: Sequence[str]):
         super().__init__(labels, num_classes)
-        if len(paths) != len(self.labels):
-            raise DatasetError(f"{len(paths)} files but {len(self.labels)} labels")
-        self.root = Path(root)
-        self.paths = list(paths)
-        self.image_size = int(image_size)
+        self.path = Path(path)
+        self._images = _open_image_array(self.path, len(self.labels))
+        self.chunk_images = int(chunk_images)
+        self.chunk_md5 = list(chunk_md5)
+        expected_chunks = -(-len(self.labels) // self.chunk_images) if self.chunk_images > 0 else -1
+        if expected_chunks != len(self.chunk_md5):
+            raise ArtifactError(self.path, f"meta.json lists {len(self.chunk_md5)} block checksums, "
+                                           f"{expected_chunks} expected for {len(self.labels)} images")
+        self.verified = self._identity() in _VERIFIED
+
+    def _identity(self) -> tuple:
+        stat = self.path.stat()
+        return (str(self.path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns, self.chunk_images,
+                tuple(self.chunk_md5))
+
+    def __getstate__(self) -> dict:
+        return {key: value for key, value in self.__dict__.items() if key != "_images"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._images = _open_image_array(self.path, len(self.labels))
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
-        return (3, self.image_size, self.image_size)
+        return tuple(self._images.shape[1:])
+
+    def verify(self, workers: int | None = None) -> None:
+        """Check every block's md5 against meta.json (threads; hashlib releases the GIL)."""
+        row_bytes = int(np.prod(self._images.shape[1:]))
+        offset = self._images.offset
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            def digest(block: int) -> str:
+                start = block * self.chunk_images
+                count = min(self.chunk_images, len(self.labels) - start) * row_bytes
+                md5, position = hashlib.md5(), offset + start * row_bytes
+                while count > 0:
+                    data = os.pread(fd, min(count, 2**24), position)
+                    if not data:
+                        break
+                    md5.update(data)
+                    position += len(data)
+                    count -= len(data)
+                return md5.hexdigest()
+
+            with ThreadPoolExecutor(max_workers=workers or min(8, os.cpu_count() or 1)) as pool:
+                digests = list(pool.map(digest, range(len(self.chunk_md5))))
+        finally:
+            os.close(fd)
+        bad = [i for i, (got, want) in enumerate(zip(digests, self.chunk_md5)) if got != want]
+        if bad:
+            first = bad[0] * self.chunk_images
+            raise ArtifactError(self.path, f"checksum mismatch in {len(bad)} of {len(digests)} blocks (first: "
+                                           f"images {first}..{first + self.chunk_images - 1}); the file was "
+                                           "damaged or edited after the prepare stage wrote it")
+        self.verified = True
+        _VERIFIED.add(self._identity())
 
     def get_batch(self, indices: IndexLike) -> torch.Tensor:
-        index = _as_index(indices)
-        batch = np.empty((len(index), self.image_size, self.image_size, 3), dtype=np.uint8)
-        for row, i in enumerate(index):
-            batch[row] = decode_image(self.root / self.paths[i], self.image_size)
         import torch
 
-        return torch.from_numpy(batch).permute(0, 3, 1, 2).contiguous()
+        if not self.verified:
+            self.verify()
+        return torch.from_numpy(np.asarray(self._images[_as_index(indices)]))
 
 
-def decode_image(path: Path, size: int) -> np.ndarray:
-    """One image file as uint8 ``[size, size, 3]``; an unreadable file is a ``DatasetError``."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
+_VERIFIED: set[tuple] = set()  # MemmapImageSet._identity() of arrays whose checksums matched
 
+
+def _open_image_array(path: Path, count: int) -> np.memmap:
+    """The read-only map of a prepared ``.npy`` array, its header and size checked."""
+    path = require_file(path)
     try:
-        with Image.open(path) as image:
-            # JPEG can decode at a reduced scale (still >= the target); full-size ImageNet decodes
-            # would otherwise dominate the cost of a small-resolution batch.
-            image.draft("RGB", (size, size))
-            rgb = image.convert("RGB")
-    except (OSError, UnidentifiedImageError) as error:
-        raise DatasetError(f"cannot read image {path}: {error}") from error
-    square = ImageOps.fit(rgb, (size, size), method=Image.Resampling.BICUBIC)
-    return np.asarray(square, dtype=np.uint8)
+        images = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as error:
+        raise ArtifactError(path, f"not a readable .npy array, truncated? ({error})") from error
+    if not isinstance(images, np.memmap) or images.dtype != np.uint8 or images.ndim != 4:
+        raise ArtifactError(path, f"expected a uint8 [N, C, H, W] array, got {images.dtype} {list(images.shape)}")
+    if len(images) != count:
+        raise ArtifactError(path, f"holds {len(images)} images but its index lists {count}")
+    size = path.stat().st_size
+    if size != images.offset + images.nbytes:
+        raise ArtifactError(path, f"{size} bytes, expected {images.offset + images.nbytes}: truncated or "
+                                  "extended after the prepare stage wrote it")
+    return images
 
 
 def save_arrays(path: Path, **arrays: np.ndarray) -> None:
