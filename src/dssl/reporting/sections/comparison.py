@@ -193,3 +193,56 @@ class Table8(StrategyComparison):
     best_row = "cosine_0.1_to_0.001"
     claim = "the cosine gamma schedule beats every constant gamma (paper A, Table 8)"
     intro = "Paper A's Table 8 compares constant weights gamma of the A-MMD term with its cosine schedule (gamma 0 = MAE)."
+
+
+@register_section("table2")
+class Table2(StrategyComparison):
+    """Paper A Table 2: MAR against the federated SSL baselines (rows labelled with the paper's keys)."""
+
+    title = "Table 2: FedMAR against federated SSL baselines"
+    paper_key = "table2_sota"
+    best_row = "fedmar_r18"
+    claim = "FedMAR is more accurate than every federated SSL baseline (paper A, Table 2)"
+    intro = ("Paper A's Table 2 compares FedMAR with FedU, FedEMA, Orchestra, FeatARC, L-DAWA and FedU2 "
+             "(100 clients, alpha 0.1); label rows with its keys (e.g. fedmar_r18, fedema_r18) to print its values.")
+
+
+@register_section("fedssl_methods")
+class FedSSLMethods(StrategyComparison):
+    """Paper B's generalised methods: FedSimCLR, FedMoCo, FedBYOL, FedSimSiam under IID and non-IID data."""
+
+    title = "Paper B: generalised FedSSL methods"
+    best_row = "FedBYOL"
+    claim = "FedBYOL is the best of the generalised FedSSL methods (paper B)"
+    intro = ("Paper B generalises four SSL methods to FL (upload and average the online network) and finds FedBYOL "
+             "the best and FedSimSiam the worst; its cells were not recoverable, so only the ordering is checked.")
+
+
+@register_section("fedema")
+class FedEMATable(StrategyComparison):
+    """Paper B's linear evaluation: FedEMA against FedBYOL and FedU."""
+
+    title = "Paper B: FedEMA against FedBYOL and FedU"
+    best_row = "FedEMA"
+    claim = "FedEMA outperforms FedBYOL and FedU (paper B: by 3-4 % in linear evaluation)"
+    intro = "Paper B reports FedEMA at 83.34 % linear accuracy on CIFAR-10 non-IID, 3-4 % above the existing methods."
+
+
+@register_section("fedssl_predictor")
+class FedSSLPredictor(StrategyComparison):
+    """Paper B's ablation: the predictor is necessary (without it FedSimSiam and FedBYOL collapse)."""
+
+    title = "Paper B ablation: the predictor"
+    best_row = "with predictor"
+    claim = "the predictor is necessary: with it accuracy is higher (paper B)"
+    intro = "Paper B finds that without a predictor FedSimSiam and FedBYOL collapse."
+
+
+@register_section("fedssl_ema")
+class FedSSLEma(StrategyComparison):
+    """Paper B's ablation: an EMA target network helps."""
+
+    title = "Paper B ablation: the EMA target"
+    best_row = "with EMA"
+    claim = "an EMA target network helps (paper B)"
+    intro = "Paper B finds that an EMA target improves the generalised methods."
