@@ -7,8 +7,9 @@ instance's fields (``{model}``, ``{partition}``, ...). From it:
 - the Snakefile defines one rule per kind (wildcards = the kind's arguments);
 - ``dssl <kind> <args>`` dispatches to the entry point.
 Some outputs are, to DVC, metrics (the evaluation results, read by ``dvc metrics``/``dvc exp show``)
-or plots (the figures, shown by ``dvc plots``); a kind names them among its outputs, and ``PLOTS``
-declares the data plots over the report's tables. Snakemake sees all of them as plain outputs.
+or plots (the figures, shown by ``dvc plots``); a kind names them among its outputs, and
+``plot_definitions`` declares the data plots over the report's tables. Snakemake sees all of them as
+plain outputs.
 Code dependencies are never listed here: they are the import closure of the entry module
 (``codedeps``). Adding a method, a seed or a grid entry changes params.yaml, not this file.
 
@@ -48,7 +49,7 @@ class StageKind:
     outputs: Templates                      # a folder output ends with '/'
     inputs: Templates = _const()           # outputs of other stages an instance reads
     training: bool = False                 # uses the cores; runs on a cluster node, not the head
-    metrics: Templates = _const()          # outputs DVC declares as metrics (JSON of numbers)
+    metrics: Templates = _const()          # outputs DVC declares as metrics (JSON files, or folders of them)
     plots: Templates = _const()            # outputs DVC declares as plots (images)
 
     @property
@@ -243,7 +244,8 @@ KINDS: tuple[StageKind, ...] = (
               "Evaluate an FL cell: every downstream dataset, protocol and seed.",
               grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl"),
               inputs=_evaluation_inputs("models/fl/{model}/{partition}"),
-              outputs=_results("fl", "{model}/{partition}"), metrics=_results("fl", "{model}/{partition}"), training=True),
+              outputs=_results("fl", "{model}/{partition}"), metrics=_results("fl", "{model}/{partition}"),
+              training=True),
     StageKind("evaluate_decl", "evaluate:run_decl", ("model", "graph"),
               "Evaluate a DecL cell: every downstream dataset, protocol and seed.",
               grid=_evaluated("decl", _decl_cells), params=_evaluation_params("decl"),
