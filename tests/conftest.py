@@ -22,6 +22,7 @@ def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
         (shutil.copytree if src.is_dir() else shutil.copy)(src, target / item)
     (target / ".dvc").mkdir()
     shutil.copy(REPO / ".dvc" / "config", target / ".dvc" / "config")  # not the cache: a fresh project
+    shutil.copytree(REPO / ".dvc" / "plots", target / ".dvc" / "plots")  # the plot templates dvc.yaml names
     shutil.copytree(REPO / "src", target / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(REPO / params_file, target / "params.yaml")
     # dvc.yaml is rendered for the params file in use, as `make repro` does (`dssl dag write`).

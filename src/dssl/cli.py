@@ -112,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     readme.add_argument("action", choices=["sync"])
     readme.add_argument("--check", action="store_true", help="exit 1 if README.md differs, change nothing")
     readme.set_defaults(func=_cmd_readme_sync)
+    _add_lineage_parser(sub)
     return parser
 
 
@@ -149,6 +150,28 @@ def _with_producer(err: Exception, params_path: Path | None) -> Exception:
         return err
     custom = err.recovery if err.recovery != default_recovery(err.path) else None
     return ArtifactError(err.path, err.problem, stage.name, custom)
+
+
+def _cmd_lineage(args: argparse.Namespace) -> int:
+    from dssl.lineage import LineageError, as_json, lineage, render_text
+    from dssl.tracking import project_root
+
+    try:
+        answer = lineage(project_root(), args.target, args.row, args.column)
+    except LineageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(as_json(answer) if args.json else render_text(answer))
+    return 0
+
+
+def _add_lineage_parser(sub) -> None:
+    lineage = sub.add_parser("lineage", help="the stages, runs, params and file md5s behind a result or table cell")
+    lineage.add_argument("target", type=Path, help="a result JSON, or a table CSV (reports/table1.csv)")
+    lineage.add_argument("row", nargs="?", help="with a table: the row label, e.g. 'SimSiam + CNN'")
+    lineage.add_argument("column", nargs="?", help="with a table: dataset and setting, e.g. 'digits IID'")
+    lineage.add_argument("--json", action="store_true", help="machine-readable output")
+    lineage.set_defaults(func=_cmd_lineage)
 
 
 def _cmd_warm(args: argparse.Namespace) -> int:

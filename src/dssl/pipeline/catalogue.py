@@ -6,6 +6,10 @@ instance's fields (``{model}``, ``{partition}``, ...). From it:
 - ``dssl dag write`` renders dvc.yaml (checked in; ``dssl dag check`` and a test fail when stale);
 - the Snakefile defines one rule per kind (wildcards = the kind's arguments);
 - ``dssl <kind> <args>`` dispatches to the entry point.
+Some outputs are, to DVC, metrics (the evaluation results, read by ``dvc metrics``/``dvc exp show``)
+or plots (the figures, shown by ``dvc plots``); a kind names them among its outputs, and
+``plot_definitions`` declares the data plots over the report's tables. Snakemake sees all of them as
+plain outputs.
 Code dependencies are never listed here: they are the import closure of the entry module
 (``codedeps``). Adding a method, a seed or a grid entry changes params.yaml, not this file.
 
@@ -45,6 +49,8 @@ class StageKind:
     outputs: Templates                      # a folder output ends with '/'
     inputs: Templates = _const()           # outputs of other stages an instance reads
     training: bool = False                 # uses the cores; runs on a cluster node, not the head
+    metrics: Templates = _const()          # outputs DVC declares as metrics (JSON files, or folders of them)
+    plots: Templates = _const()            # outputs DVC declares as plots (images)
 
     @property
     def module(self) -> str:
@@ -65,6 +71,8 @@ class StageInstance:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     folders: tuple[str, ...]                # the outputs that are folders
+    metrics: tuple[str, ...] = ()           # the outputs that are DVC metrics
+    plots: tuple[str, ...] = ()             # the outputs that are DVC plots
 
     @property
     def key(self) -> str:
@@ -137,6 +145,11 @@ def _evaluation_params(framework: str, extra: tuple[str, ...] = ()) -> Templates
     return keys
 
 
+def _results(framework: str, cell: str) -> Templates:
+    """An evaluation stage's result folder: one JSON per seed x dataset x protocol, DVC metrics."""
+    return _const(f"reports/metrics/{framework}/{cell}/")
+
+
 def _evaluated(framework: str, cells: Callable[[dict], list[Fields]]) -> Callable[[dict], list[Fields]]:
     """Cells whose framework has at least one evaluation protocol."""
     return lambda params: cells(params) if params["evaluate"]["protocols"].get(framework) else []
@@ -173,7 +186,31 @@ def _report_inputs(params: dict) -> list[str]:
 
 
 def _report_outputs(params: dict) -> list[str]:
-    return ["reports/README.md", "reports/sections/"]
+    return ["reports/README.md", f"{REPORT_SECTIONS}/"]
+
+
+# The report's section folder (reporting.sections.FOLDER); a table's CSV is <folder>/<section>.csv.
+REPORT_SECTIONS = "reports/sections"
+TABLE1_CSV = f"{REPORT_SECTIONS}/table1.csv"
+# A DVC plot template kept in the repository (.dvc/plots/<name>.json): Table 1 as grouped bars.
+TABLE1_TEMPLATE = "table1"
+
+
+def plot_definitions(params: dict) -> list[dict]:
+    """dvc.yaml's top-level ``plots``: data plots over the report's tables (``dvc plots show``)."""
+    sections = (params.get("report") or {}).get("sections") or {}
+    plots = []
+    if "table1" in sections:
+        plots.append({"table1": {"template": TABLE1_TEMPLATE, "x": "mean", "y": {TABLE1_CSV: "row"},
+                                 "title": "Table 1: accuracy (%) per row and setting", "x_label": "accuracy (%)",
+                                 "y_label": "model"}})
+    if "fig2a" in sections:
+        plots.append({"fig2a": {"x": "connectivity", "y": {f"{REPORT_SECTIONS}/fig2a.csv": "mean"},
+                                "title": "Fig. 2a: DecL accuracy (%) against |A|", "x_label": "|A|",
+                                "y_label": "accuracy (%)"}})
+        plots.append({f"{REPORT_SECTIONS}/fig2a.png": {}})
+    return plots
+
 
 
 KINDS: tuple[StageKind, ...] = (
@@ -186,17 +223,20 @@ KINDS: tuple[StageKind, ...] = (
               grid=_single("partitions"), params=_const("partitions"),
               inputs=lambda params: sorted({f"data/prepared/{spec['dataset']}" for spec in params["partitions"].values()}),
               outputs=lambda params: [out for name in params["partitions"] for out in (
-                  f"data/partitions/{name}/", f"reports/figures/partitions/{name}.png")]),
+                  f"data/partitions/{name}/", f"reports/figures/partitions/{name}.png")],
+              plots=lambda params: [f"reports/figures/partitions/{name}.png" for name in params["partitions"]]),
     StageKind("graphs", "graph:run", (), "Communication graphs and their mixing matrices (every 'graphs' entry).",
               grid=_single("graphs"), params=_const("graphs"),
               inputs=lambda params: sorted({f"data/partitions/{spec['partition']}" for spec in params["graphs"].values()}),
               outputs=lambda params: [out for name in params["graphs"] for out in (
-                  f"data/graphs/{name}/graph.json", f"reports/figures/graphs/{name}.png")]),
+                  f"data/graphs/{name}/graph.json", f"reports/figures/graphs/{name}.png")],
+              plots=lambda params: [f"reports/figures/graphs/{name}.png" for name in params["graphs"]]),
     StageKind("graph_improve", "graph_improve:run", ("name",),
               "Add edges to a graph greedily (params 'improved_graphs').",
               grid=_named("improved_graphs", "base"), params=_const("improved_graphs.{name}", "theory"),
               inputs=_const("data/graphs/{base}/graph.json"),
-              outputs=_const("data/graphs/{name}/graph.json", "reports/figures/graphs/{name}.png")),
+              outputs=_const("data/graphs/{name}/graph.json", "reports/figures/graphs/{name}.png"),
+              plots=_const("reports/figures/graphs/{name}.png")),
     StageKind("theory", "theory:run", (), "Paper A's linear-model theory checked numerically (params 'theory').",
               grid=_single("theory"), params=_const("theory"),
               inputs=lambda params: [f"data/graphs/{g}/graph.json" for g in params["theory"]["graphs"]],
@@ -220,22 +260,24 @@ KINDS: tuple[StageKind, ...] = (
               "Evaluate an FL cell: every downstream dataset, protocol and seed.",
               grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl", ("strategies.{strategy}",)),
               inputs=_evaluation_inputs("models/fl/{model}/{partition}/{strategy}"),
-              outputs=_const("reports/metrics/fl/{model}/{partition}/{strategy}/"), training=True),
+              outputs=_results("fl", "{model}/{partition}/{strategy}"),
+              metrics=_results("fl", "{model}/{partition}/{strategy}"), training=True),
     StageKind("evaluate_decl", "evaluate:run_decl", ("model", "graph", "strategy"),
               "Evaluate a DecL cell: every downstream dataset, protocol and seed.",
               grid=_evaluated("decl", _decl_cells), params=_evaluation_params("decl", ("strategies.{strategy}",)),
               inputs=_evaluation_inputs("models/decl/{model}/{graph}/{strategy}", "data/graphs/{graph}/graph.json"),
-              outputs=_const("reports/metrics/decl/{model}/{graph}/{strategy}/"), training=True),
+              outputs=_results("decl", "{model}/{graph}/{strategy}"),
+              metrics=_results("decl", "{model}/{graph}/{strategy}"), training=True),
     StageKind("evaluate_central", "evaluate:run_central", ("model",),
               "Evaluate a central model: every downstream dataset, protocol and seed.",
               grid=_evaluated("central", _central_cells), params=_evaluation_params("central"),
               inputs=_evaluation_inputs("models/central/{model}"),
-              outputs=_const("reports/metrics/central/{model}/"), training=True),
+              outputs=_results("central", "{model}"), metrics=_results("central", "{model}"), training=True),
     StageKind("evaluate_random", "evaluate:run_random", ("backbone",),
               "Evaluate a randomly initialised backbone (reference), every seed.",
               grid=_evaluated("random", lambda p: [{"backbone": b} for b in p["evaluate"].get("random_backbones", [])]),
               params=_evaluation_params("random"), inputs=_evaluation_inputs(),
-              outputs=_const("reports/metrics/random/{backbone}/"), training=True),
+              outputs=_results("random", "{backbone}"), metrics=_results("random", "{backbone}"), training=True),
     StageKind("report", "report:run", (), "Tables, figures and reports/README.md from the evaluation results.",
               grid=_single("report"),
               params=_const("profile", "report", "pretrain", "strategies", "evaluate.protocols", "models", "seeds"),
@@ -249,12 +291,28 @@ def instances(params: dict) -> list[StageInstance]:
     found = []
     for kind in KINDS:
         outputs = kind.outputs(params)
+        declared = declared_outputs(kind, params)
         for fields in kind.grid(params):
             found.append(StageInstance(
                 kind, fields, _fmt(kind.params(params), fields), _fmt(kind.inputs(params), fields),
                 _fmt((o.rstrip("/") for o in outputs), fields),
-                _fmt((o.rstrip("/") for o in outputs if o.endswith("/")), fields)))
+                _fmt((o.rstrip("/") for o in outputs if o.endswith("/")), fields),
+                _fmt((o.rstrip("/") for o in declared["metrics"]), fields),
+                _fmt((o.rstrip("/") for o in declared["plots"]), fields)))
     return found
+
+
+def declared_outputs(kind: StageKind, params: dict) -> dict[str, list[str]]:
+    """A kind's output templates as dvc.yaml groups them: ``outs``, ``metrics`` and ``plots``.
+
+    Raises ValueError when a metrics or plots template is not one of the kind's outputs (the
+    Snakefile knows outputs only, so the two engines would disagree)."""
+    outputs = kind.outputs(params)
+    metrics, plots = kind.metrics(params), kind.plots(params)
+    stray = [t for t in (*metrics, *plots) if t not in outputs]
+    if stray:
+        raise ValueError(f"stage kind {kind.name!r}: metrics/plots {stray} are not among its outputs {outputs}")
+    return {"outs": [o for o in outputs if o not in metrics and o not in plots], "metrics": metrics, "plots": plots}
 
 
 def producer(params: dict, path: str | Path) -> StageInstance | None:

@@ -1,0 +1,76 @@
+"""A table cell's numbers traced to their result files.
+
+The report's Table 1 CSV (``reports/sections/table1.csv``) has one row per (row, dataset, setting) and a
+``runs`` column listing the evaluation behind each seed as ``seed <s>: <stage> (<MLflow run id>)``,
+separated by ``; ``. A cell is named as the printed table names it: the row label ("SimSiam + CNN")
+and the column ("Digits IID", i.e. dataset and setting; the dataset may be spelled as in params.yaml
+or as printed, case and punctuation aside).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from dssl.lineage.lock import LineageError, LockedStage
+
+RUN_ENTRY = re.compile(r"seed (-?\d+): (\S+) \(([^)\s]+)\)")
+
+
+@dataclass(frozen=True)
+class CellRun:
+    seed: int
+    stage: str
+    run_id: str
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def cell_runs(table: Path, row: str, column: str) -> tuple[dict[str, str], list[CellRun]]:
+    """The CSV row of the cell and the runs it lists, one per seed."""
+    if not table.is_file():
+        raise LineageError(f"{table}: no such table; the report stage writes it (`dvc repro report`)")
+    with open(table, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    missing = {"row", "dataset", "setting", "runs"} - set(rows[0] if rows else {})
+    if missing:
+        raise LineageError(f"{table}: not a Table 1 CSV (columns {sorted(missing)} missing)")
+    labels = list(dict.fromkeys(r["row"] for r in rows))
+    in_row = [r for r in rows if r["row"].strip().lower() == row.strip().lower()]
+    if not in_row:
+        raise LineageError(f"{table}: no row {row!r}; rows: {', '.join(labels)}")
+    columns = list(dict.fromkeys(f"{r['dataset']} {r['setting']}" for r in rows))
+    wanted = _squash(column)
+    match = [r for r in in_row if wanted in (_squash(f"{r['dataset']} {r['setting']}"), _squash(r["setting"]))]
+    if len({r["dataset"] for r in match}) > 1:
+        raise LineageError(f"{table}: column {column!r} is ambiguous; name the dataset too: {', '.join(columns)}")
+    if not match:
+        offered = ", ".join(f"{r['dataset']} {r['setting']}" for r in in_row)
+        raise LineageError(f"{table}: row {row!r} has no column {column!r}; columns of that row: {offered}")
+    runs = [CellRun(int(seed), stage, run_id) for seed, stage, run_id in RUN_ENTRY.findall(match[0]["runs"])]
+    if not runs:
+        raise LineageError(f"{table}: cell ({row}, {column}) lists no runs in its 'runs' column")
+    return match[0], runs
+
+
+def result_file(root: Path, lock: dict[str, LockedStage], run: CellRun) -> str:
+    """The result file of ``run``: the JSON in its stage's outputs whose mlflow_run_id is the run's id."""
+    stage = lock.get(run.stage)
+    if stage is None:
+        raise LineageError(f"stage {run.stage} (seed {run.seed}) is not in dvc.lock; the table is newer than "
+                           "the lock: run `dvc repro` (or `dvc commit -f` after Snakemake)")
+    for out in stage.outs:
+        folder = Path(root) / out.path
+        for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
+            try:
+                if json.loads(path.read_text()).get("mlflow_run_id") == run.run_id:
+                    return path.relative_to(root).as_posix()
+            except (json.JSONDecodeError, AttributeError):
+                continue
+    raise LineageError(f"no result file of {run.stage} holds MLflow run {run.run_id} (seed {run.seed}): the "
+                       "results were rebuilt after the table; re-run the report (`dvc repro report`)")

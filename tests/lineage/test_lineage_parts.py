@@ -1,0 +1,117 @@
+"""The parts of `dssl lineage` that need no pipeline run: DVC's folder hash, the dvc.lock walk, the
+Table 1 `runs` column, and the catalogue's metrics/plots declarations in dvc.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dssl.config.params import read_params
+from dssl.lineage.cell import cell_runs
+from dssl.lineage.lock import LineageError, folder_md5, producer, producers, read_lock
+from dssl.pipeline.catalogue import KINDS, StageKind, declared_outputs, instances
+from dssl.pipeline.dvcfile import render
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_folder_md5_is_dvcs_own_hash(tmp_path: Path) -> None:
+    from dvc_data.hashfile.hash_info import HashInfo
+    from dvc_data.hashfile.meta import Meta
+    from dvc_data.hashfile.tree import Tree
+
+    from dssl.tracking.lineage import file_md5
+
+    (tmp_path / "seed-0").mkdir()
+    (tmp_path / "seed-0" / "encoder.pt").write_bytes(b"\x00\x01weights")
+    (tmp_path / "partition.json").write_text('{"clients": 4}\n')
+    tree = Tree()
+    for path in sorted(p for p in tmp_path.rglob("*") if p.is_file()):
+        tree.add(path.relative_to(tmp_path).parts, Meta(), HashInfo("md5", file_md5(path)))
+    tree.digest()
+    assert folder_md5(tmp_path) == tree.hash_info.value  # DVC writes it "<md5>.dir"
+
+
+LOCK = {"schema": "2.0", "stages": {
+    "partitions": {"cmd": "dssl partitions", "deps": [{"path": "data/prepared/digits", "md5": "a.dir"}],
+                   "params": {"params.yaml": {"partitions": {"p": {"clients": 4}}}},
+                   "outs": [{"path": "data/partitions/p", "md5": "b.dir"}]},
+    "evaluate_fl@m-p": {"cmd": "dssl evaluate_fl m p", "deps": [{"path": "data/partitions", "md5": "c.dir"}],
+                        "outs": [{"path": "reports/metrics/fl/m/p", "md5": "d.dir"}]},
+}}
+
+
+def test_the_lock_names_producers_of_files_folders_and_parent_folders(tmp_path: Path) -> None:
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(LOCK))
+    lock = read_lock(tmp_path)
+    assert lock["partitions"].params == {"partitions": {"p": {"clients": 4}}}
+    assert producer(lock, "reports/metrics/fl/m/p/seed-0/digits-finetune.json").name == "evaluate_fl@m-p"
+    assert producer(lock, "data/partitions/p/partition.json").name == "partitions"
+    assert [s.name for s in producers(lock, "data/partitions")] == ["partitions"]  # a folder holding outputs
+    assert producer(lock, "data/graphs/g/graph.json") is None
+
+
+def test_no_lock_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(LineageError, match="no dvc.lock.*dvc repro"):
+        read_lock(tmp_path)
+
+
+TABLE = """row,dataset,setting,mean,std,n,runs,drop,within_noise
+SimSiam + CNN,digits,IID,13.7778,2.5142,2,seed 0: evaluate_fl@simsiam-cnn-fl-iid (a3227c); seed 1: evaluate_fl@simsiam-cnn-fl-iid (6672c7),,
+SimSiam + CNN,cifar10,L/non-IID,15.5556,0.9428,1,seed 2: evaluate_fl@simsiam-cnn-fl-label (88a993),1.78,True
+"""
+
+
+def test_a_cell_is_found_by_row_and_column_as_printed_or_as_in_params(tmp_path: Path) -> None:
+    table = tmp_path / "table1.csv"
+    table.write_text(TABLE)
+    cell, runs = cell_runs(table, "simsiam + cnn", "Digits IID")
+    assert cell["mean"] == "13.7778"
+    assert [(r.seed, r.stage, r.run_id) for r in runs] == [
+        (0, "evaluate_fl@simsiam-cnn-fl-iid", "a3227c"), (1, "evaluate_fl@simsiam-cnn-fl-iid", "6672c7")]
+    assert [r.seed for r in cell_runs(table, "SimSiam + CNN", "CIFAR-10 L/non-IID")[1]] == [2]
+    assert [r.seed for r in cell_runs(table, "SimSiam + CNN", "L/non-IID")[1]] == [2]  # one dataset has it
+
+
+@pytest.mark.parametrize("row, column, message", [
+    ("BYOL + CNN", "digits IID", "no row 'BYOL \\+ CNN'; rows: SimSiam \\+ CNN"),
+    ("SimSiam + CNN", "digits F/non-IID", "no column 'digits F/non-IID'; columns of that row: digits IID, cifar10"),
+])
+def test_an_unknown_row_or_column_lists_what_exists(tmp_path: Path, row: str, column: str, message: str) -> None:
+    table = tmp_path / "table1.csv"
+    table.write_text(TABLE)
+    with pytest.raises(LineageError, match=message):
+        cell_runs(table, row, column)
+
+
+def test_a_missing_table_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(LineageError, match="no such table"):
+        cell_runs(tmp_path / "table1.csv", "SimSiam + CNN", "digits IID")
+
+
+def test_evaluation_results_are_metrics_and_figures_plots_in_dvc_yaml() -> None:
+    params = read_params(REPO / "configs/ci.yaml")
+    dvc = yaml.safe_load(render(params, REPO))
+    for kind in ("evaluate_fl", "evaluate_decl", "evaluate_central", "evaluate_random"):
+        block = dvc["stages"][kind]["do"]
+        assert block["metrics"][0].startswith("reports/metrics/") and "outs" not in block, kind
+    assert "reports/figures/partitions/fl-iid.png" in dvc["stages"]["partitions"]["plots"]
+    assert "reports/sections" in dvc["stages"]["report"]["outs"]
+    table1, fig2a, fig2a_png = dvc["plots"]
+    assert table1["table1"]["y"] == {"reports/sections/table1.csv": "row"}
+    assert fig2a["fig2a"]["y"] == {"reports/sections/fig2a.csv": "mean"} and fig2a["fig2a"]["x"] == "connectivity"
+    assert fig2a_png == {"reports/sections/fig2a.png": {}}
+    assert (REPO / ".dvc/plots" / f"{table1['table1']['template']}.json").is_file()
+
+
+def test_metrics_and_plots_are_outputs_to_both_engines() -> None:
+    params = read_params(REPO / "configs/ci.yaml")
+    for stage in instances(params):
+        assert set(stage.metrics) | set(stage.plots) <= set(stage.outputs), stage.name
+    bad = StageKind("bad", "code:run", (), "", grid=lambda p: [{}], params=lambda p: [],
+                    outputs=lambda p: ["a/"], metrics=lambda p: ["b/"])
+    with pytest.raises(ValueError, match="not among its outputs"):
+        declared_outputs(bad, params)
+    assert all(declared_outputs(kind, params) for kind in KINDS)
