@@ -8,6 +8,8 @@ from pathlib import Path
 from dssl.config.params import Checker, section_validator
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
 from dssl.topology.graphs import TOPOLOGIES, check_request
+from dssl.config.strategies import declared_strategies
+from dssl.topology.mixing import MIXING, ORDERS
 
 # Facts the validator needs without importing the data code (which imports torch). A test keeps
 # these names equal to the dataset registry's keys.
@@ -154,14 +156,14 @@ def check_graphs(c: Checker) -> None:
 # keeps each set equal to its registry (dssl.methods.METHODS, dssl.models.BACKBONES, ...).
 METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco"}
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
-STRATEGY_NAMES = {"fedavg"}
 PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "random")
-MIXING_NAMES = {"uniform", "data_size", "degree_normalised", "metropolis_hastings"}
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
-FL_TRAIN_KEYS = {"strategy", "aggregation", "rounds", "clients_per_round", "local_epochs", "batch_size"}
-DECL_TRAIN_KEYS = {"strategy", "mixing", "rounds", "local_epochs", "batch_size"}
+FL_TRAIN_KEYS = {"rounds", "clients_per_round", "local_epochs", "batch_size"}
+DECL_TRAIN_KEYS = {"rounds", "local_epochs", "batch_size"}
+# pretrain.decl.strategy keys of the DecL round itself, beside the strategy's own options
+DECL_ROUND_KEYS = {"mixing", "order"}
 CENTRAL_TRAIN_KEYS = {"epochs", "batch_size"}
 
 
@@ -226,9 +228,11 @@ def _check_framework(c: Checker, pretrain: dict, framework: str, models: dict) -
     if entry is None:
         return
     grid = {"fl": {"models", "partitions"}, "decl": {"models", "partition", "graphs"}, "central": {"models"}}
-    c.unknown_keys(entry, grid[framework] | {"train"}, path)
+    c.unknown_keys(entry, grid[framework] | {"train"} | ({"strategy"} if framework != "central" else set()), path)
     _name_list(c, entry, "models", models, path, "models")
     train = c.mapping(entry.get("train"), f"{path}.train")
+    if framework != "central":
+        _check_strategy(c, entry, framework, path)
     if framework == "fl":
         _check_fl(c, pretrain, entry, train)
     elif framework == "decl":
@@ -254,8 +258,6 @@ def _check_fl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> No
         return
     path = "pretrain.fl.train"
     c.unknown_keys(train, FL_TRAIN_KEYS, path)
-    c.choice(train, "strategy", STRATEGY_NAMES, path)
-    c.choice(train, "aggregation", {"uniform", "data_size"}, path)
     _train_numbers(c, train, path, ("rounds", "clients_per_round", "local_epochs", "batch_size"))
     per_round = train.get("clients_per_round")
     for name in entry.get("partitions") or []:
@@ -263,6 +265,33 @@ def _check_fl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> No
         if isinstance(per_round, int) and isinstance(clients, int) and per_round > clients:
             c.add(f"{path}.clients_per_round", f"{per_round} > the {clients} clients of partition {name!r}")
             break
+
+
+def _check_strategy(c: Checker, entry: dict, framework: str, path: str) -> None:
+    """``pretrain.<fl|decl>.strategy``: a registered strategy's name and its own options (the keyword
+    arguments of its ``__init__``, read from the strategy modules by ``dssl.config.strategies``), plus
+    for DecL the round's ``mixing`` rule and ``order``. Option values are checked when the stage builds
+    the strategy, before training."""
+    path = f"{path}.strategy"
+    spec = c.mapping(entry.get("strategy"), path)
+    if spec is None:
+        return
+    strategies = declared_strategies()
+    name = c.choice(spec, "name", strategies, path)
+    if name is None:
+        return
+    declared = strategies[name]
+    if framework not in declared.frameworks:
+        others = sorted(n for n, d in strategies.items() if framework in d.frameworks)
+        c.add(f"{path}.name", f"strategy {name!r} runs in {', '.join(declared.frameworks)}, not {framework}",
+              f"{framework} strategies: {', '.join(others)}")
+        return
+    round_keys = DECL_ROUND_KEYS if framework == "decl" else set()
+    c.unknown_keys(spec, {"name", *declared.options, *round_keys}, path)
+    if "mixing" in round_keys and "mixing" in spec:
+        c.choice(spec, "mixing", MIXING, path)
+    if "order" in round_keys and "order" in spec:
+        c.choice(spec, "order", ORDERS, path)
 
 
 def graph_partition(params: dict, name: str) -> str | None:
@@ -288,8 +317,6 @@ def _check_decl(c: Checker, pretrain: dict, entry: dict, train: dict | None) -> 
                                          f"{connects!r}, not {partition!r}")
     if train is not None:
         c.unknown_keys(train, DECL_TRAIN_KEYS, f"{path}.train")
-        c.choice(train, "strategy", STRATEGY_NAMES, f"{path}.train")
-        c.choice(train, "mixing", MIXING_NAMES, f"{path}.train")
         _train_numbers(c, train, f"{path}.train", ("rounds", "local_epochs", "batch_size"))
 
 

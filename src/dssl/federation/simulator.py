@@ -58,6 +58,7 @@ from dssl.federation.reproducibility import (
 )
 from dssl.federation.state import StackedStates, StateDict, load_state_, snapshot, state_digest
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Strategy, Upload
+from dssl.topology.mixing import ORDERS
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ class FLConfig(TrainConfig):
     clients_per_round: int = 5
 
 
-DECL_ORDERS = ("mix_then_train", "train_then_mix")
+DECL_ORDERS = ORDERS
 
 
 @dataclass(frozen=True)

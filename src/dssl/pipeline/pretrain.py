@@ -117,29 +117,39 @@ def _run_cell(stage: Stage, cell: Cell, run_seed) -> Path:
     return out
 
 
-def _train_config(train: dict, drop: tuple[str, ...]) -> dict:
-    return {k: v for k, v in train.items() if k not in drop}
+def build_strategy(spec: dict):
+    """The strategy of a ``pretrain.<fl|decl>.strategy`` mapping (name + its own options), and the
+    DecL round's keys of the mapping (``mixing``, ``order``) apart."""
+    from dssl.federation import create_strategy
+
+    options = {k: v for k, v in spec.items() if k not in ("name", "mixing", "order")}
+    return create_strategy(spec["name"], **options), {k: spec[k] for k in ("mixing", "order") if k in spec}
+
+
+def strategy_record(strategy) -> dict:
+    """Which strategy ran, with every option resolved (defaults included), for history.json."""
+    return {"strategy": {"name": strategy.name, "hparams": dict(strategy.hparams)}}
 
 
 def _fl_seed(cell: Cell, params: dict, seed: int):
     from dssl.data.partition import load_partition
-    from dssl.federation import FLConfig, FLSimulator, clients_from_partition, create_strategy
+    from dssl.federation import FLConfig, FLSimulator, clients_from_partition
 
-    fl = params["pretrain"]["fl"]["train"]
+    fl = params["pretrain"]["fl"]
     method, train_set = build_method(params, cell.model, seed)
     clients = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))
-    config = FLConfig.from_dict({**_train_config(fl, ("strategy", "aggregation")), "seed": seed,
-                                 "optimizer": optimizer_config(params, cell.model)})
-    strategy = create_strategy(fl["strategy"], aggregation=fl["aggregation"])
+    config = FLConfig.from_dict({**fl["train"], "seed": seed, "optimizer": optimizer_config(params, cell.model)})
+    strategy, _ = build_strategy(fl["strategy"])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart")
-    return method, simulator.run(), {}
+    return method, simulator.run(), strategy_record(strategy)
 
 
 def run_fl(model: str, partition: str, params_path: Path | str) -> Path:
     stage = Stage("pretrain_fl", f"{model}-{partition}", params_path)
     params = stage.params
-    read = _params_read(params, model, {"fl": {"train": params["pretrain"]["fl"]["train"]}},
+    fl = params["pretrain"]["fl"]
+    read = _params_read(params, model, {"fl": {"train": fl["train"], "strategy": fl["strategy"]}},
                         partitions={partition: params["partitions"][partition]})
     cell = Cell(stage.stage_name, "fl", model, partition, read, (partition_dir(partition),))
     return _run_cell(stage, cell, _fl_seed)
@@ -149,31 +159,34 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     import numpy as np
 
     from dssl.data.partition import load_partition
-    from dssl.federation import DecLConfig, DecLSimulator, clients_from_partition, create_strategy
+    from dssl.federation import DecLConfig, DecLSimulator, clients_from_partition
     from dssl.topology.graphs import load_graph
-    from dssl.topology.mixing import mixing_matrix
+    from dssl.topology.mixing import COLUMN_STOCHASTIC, DEFAULT_RULE, mixing_matrix
 
     decl_section = params["pretrain"]["decl"]
-    decl = decl_section["train"]
     method, train_set = build_method(params, cell.model, seed)
     partition = load_partition(partition_dir(decl_section["partition"]))
     clients = clients_from_partition(train_set, partition)
     adjacency = load_graph(graph_file(cell.place))[0].adjacency
     sizes = np.array([len(i) for i in partition.client_indices])
-    mixing = mixing_matrix(adjacency, decl["mixing"], sizes)
-    config = DecLConfig.from_dict({**_train_config(decl, ("strategy", "mixing")), "seed": seed,
+    strategy, round_options = build_strategy(decl_section["strategy"])
+    rule = round_options.pop("mixing", DEFAULT_RULE)
+    mixing = mixing_matrix(adjacency, rule, sizes)
+    config = DecLConfig.from_dict({**decl_section["train"], **round_options, "seed": seed,
                                    "optimizer": optimizer_config(params, cell.model)})
-    simulator = DecLSimulator(method, clients, create_strategy(decl["strategy"]), mixing, config,
+    simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart")
-    return method, simulator.run(), {"mixing": mixing.tolist()}
+    extra = {"mixing": mixing.tolist(), "mixing_rule": rule, "order": config.order, **strategy_record(strategy)}
+    return method, simulator.run(), extra
 
 
 def run_decl(model: str, graph: str, params_path: Path | str) -> Path:
     stage = Stage("pretrain_decl", f"{model}-{graph}", params_path)
     params = stage.params
     decl_section = params["pretrain"]["decl"]
-    read = _params_read(params, model, {"decl": {"train": decl_section["train"], "partition": decl_section["partition"]}},
+    read = _params_read(params, model, {"decl": {"train": decl_section["train"], "strategy": decl_section["strategy"],
+                                                 "partition": decl_section["partition"]}},
                         graphs={graph: graph_spec(params, graph)})
     cell = Cell(stage.stage_name, "decl", model, graph, read,
                 (partition_dir(decl_section["partition"]), graph_file(graph)))

@@ -14,6 +14,12 @@ REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
 
 
+def strategy_text(spec: dict) -> str:
+    """``fedavg (aggregation=uniform)``: a strategy mapping as params.yaml states it."""
+    options = ", ".join(f"{k}={v}" for k, v in spec.items() if k != "name")
+    return f"{spec['name']} ({options})" if options else spec["name"]
+
+
 def settings(params: dict) -> dict[str, object]:
     """The settings a reader needs to interpret the numbers, as params.yaml states them."""
     pretrain, partitions = params["pretrain"], params["partitions"]
@@ -25,12 +31,12 @@ def settings(params: dict) -> dict[str, object]:
         "FL clients": sorted({partitions[p]["clients"] for p in fl["partitions"]}),
         "FL clients per round": fl["train"]["clients_per_round"],
         "FL rounds x local epochs": f"{fl['train']['rounds']} x {fl['train']['local_epochs']}",
-        "FL aggregation": fl["train"]["aggregation"],
+        "FL strategy": strategy_text(fl["strategy"]),
         "label non-IID": ", ".join(f"{p}: {partitions[p]['scheme']} alpha={partitions[p].get('alpha')}"
                                    for p in fl["partitions"] if "alpha" in partitions[p]),
         "DecL clients / graphs": f"{partitions[decl['partition']]['clients']} / {', '.join(decl['graphs'])}",
         "DecL rounds x local epochs": f"{decl['train']['rounds']} x {decl['train']['local_epochs']}",
-        "DecL mixing": decl["train"]["mixing"],
+        "DecL strategy": strategy_text(decl["strategy"]),
         "central epochs": central["train"]["epochs"],
         "models": ", ".join(f"{m} = {models[m]['method']} on {models[m]['backbone']}" for m in models),
         "evaluation protocols": ", ".join(f"{k}: {'/'.join(v)}" for k, v in params["evaluate"]["protocols"].items()),

@@ -66,6 +66,9 @@ MIXING: dict[str, Callable[[np.ndarray, np.ndarray | None], np.ndarray]] = {
     "metropolis_hastings": metropolis_hastings,
     "push_sum": push_sum,
 }
+DEFAULT_RULE = "uniform"  # paper A's Algorithm 2
+# When a DecL round mixes: before local training (paper A's Alg. 2, line 10) or after (its code).
+ORDERS = ("mix_then_train", "train_then_mix")
 # Rules whose matrix is column-stochastic and must be run with push-sum weights.
 COLUMN_STOCHASTIC = frozenset({"push_sum"})
 
