@@ -146,6 +146,8 @@ def test_strategy_values_names_and_frameworks(good: dict) -> None:
     problems = problems_of(good)
     assert problems["pretrain.fl.strategy.mixing"] == "unknown key"
     assert problems["pretrain.decl.strategy.name"] == "missing"
+    del good["pretrain"]["fl"]["strategy"]
+    assert problems_of(good)["pretrain.fl.strategy"] == "missing"
 
 
 def test_strategy_declarations_read_from_source_match_the_registry() -> None:

@@ -117,7 +117,8 @@ def test_strategy_options_are_checked():
 NUM_CLIENTS, PER_CLIENT, BATCH = 4, 12, 6
 
 
-def _build(kind: str, strategy: str = "", checkpoint_dir=None, rounds: int = 3, **options):
+def _build(kind: str, strategy: str = "", checkpoint_dir=None, rounds: int = 3, order: str = "mix_then_train",
+           **options):
     torch.manual_seed(0)
     method = create_method("mae", "vit_small", 8, 1, decoder_dim=16, decoder_heads=2)
     images = helper.tiny_images(num=NUM_CLIENTS * PER_CLIENT)
@@ -128,7 +129,7 @@ def _build(kind: str, strategy: str = "", checkpoint_dir=None, rounds: int = 3, 
         return FLSimulator(method, clients, create_strategy(strategy or "fedmar", **options),
                            FLConfig(clients_per_round=2, **common), checkpoint_dir=checkpoint_dir)
     return DecLSimulator(method, clients, create_strategy(strategy or "decmar", **options), helper.RING,
-                         DecLConfig(**common), checkpoint_dir=checkpoint_dir)
+                         DecLConfig(order=order, **common), checkpoint_dir=checkpoint_dir)
 
 
 class Abort(Exception):
@@ -194,3 +195,31 @@ def test_code_variant_needs_mae():
                     FLConfig(rounds=1, batch_size=6, clients_per_round=2))
     with pytest.raises(ValueError, match="runs in decl, not fl"):
         FLSimulator(method, clients, create_strategy("decmar"), FLConfig(rounds=1, batch_size=6, clients_per_round=2))
+
+
+def test_alignment_is_computed_in_float32_under_bf16_autocast():
+    z, z_bar = sample(n=16, seed=0), sample(n=16, seed=1, shift=0.5)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        value = alignment_loss("a_mmd", z, z_bar)
+    assert value.dtype == torch.float32 and float(value) == pytest.approx(float(a_mmd(z, z_bar)), rel=1e-6)
+
+
+def test_z_bar_is_the_server_mean_in_fl_and_the_neighbour_mean_in_decl():
+    fl = _build("fl", rounds=2, aggregation="data_size")
+    sent = []
+    original = fl.strategy.server_step
+
+    def recording_step(global_states, uploads, round_index):
+        sent.append([u.extras["z"].clone() for u in uploads])
+        return original(global_states, uploads, round_index)
+
+    fl.strategy.server_step = recording_step
+    fl.run()
+    torch.testing.assert_close(fl.strategy.global_z, torch.stack(sent[-1]).mean(dim=0))  # equal client sizes
+
+    decl = _build("decl", rounds=2, order="train_then_mix")
+    decl.run()
+    strategy = decl.strategy
+    for i in range(NUM_CLIENTS):
+        expected = sum(helper.RING[i, j] * strategy.sent_z[j] for j in range(NUM_CLIENTS))
+        torch.testing.assert_close(strategy.neighbour_z[i], expected.float())

@@ -6,9 +6,9 @@ import math
 from pathlib import Path
 
 from dssl.config.params import Checker, section_validator
+from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
 from dssl.topology.graphs import TOPOLOGIES, check_request
-from dssl.config.strategies import declared_strategies
 from dssl.topology.mixing import MIXING, ORDERS
 
 # Facts the validator needs without importing the data code (which imports torch). A test keeps
@@ -273,7 +273,10 @@ def _check_strategy(c: Checker, entry: dict, framework: str, path: str) -> None:
     for DecL the round's ``mixing`` rule and ``order``. Option values are checked when the stage builds
     the strategy, before training."""
     path = f"{path}.strategy"
-    spec = c.mapping(entry.get("strategy"), path)
+    if "strategy" not in entry:
+        c.add(path, "missing", "a mapping naming a strategy and its options, e.g. {name: fedavg}")
+        return
+    spec = c.mapping(entry["strategy"], path)
     if spec is None:
         return
     strategies = declared_strategies()

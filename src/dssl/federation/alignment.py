@@ -118,10 +118,12 @@ ALIGNMENTS: dict[str, tuple[Callable[[torch.Tensor, torch.Tensor, float], torch.
 
 
 def alignment_loss(name: str, z: torch.Tensor, z_bar: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
-    """The alignment term ``name`` between local z and global z_bar (float32 for the kernels)."""
+    """The alignment term ``name`` between local z and global z_bar, in float32 even inside a bf16
+    autocast region (exp of squared distances loses too much in bf16)."""
     if name not in ALIGNMENTS:
         raise KeyError(f"unknown alignment {name!r}; known: {', '.join(ALIGNMENTS)}")
-    return ALIGNMENTS[name][0](z.float(), z_bar.float(), sigma)
+    with torch.autocast(device_type=z.device.type, enabled=False):
+        return ALIGNMENTS[name][0](z.float(), z_bar.float(), sigma)
 
 
 def cosine_gamma(omega: float, horizon: float, gamma_max: float, gamma_min: float) -> float:
