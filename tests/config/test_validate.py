@@ -132,16 +132,60 @@ def test_feature_augment_keys(good: dict) -> None:
 def test_registry_names_match_the_validator() -> None:
     from dssl.config import sections
     from dssl.evaluation import PROTOCOLS
-    from dssl.federation import STRATEGIES
     from dssl.methods import METHODS
     from dssl.models import BACKBONES
-    from dssl.topology.mixing import MIXING
 
     assert sections.METHOD_NAMES == set(METHODS)
     assert sections.BACKBONE_NAMES == set(BACKBONES)
-    assert sections.STRATEGY_NAMES == set(STRATEGIES)
     assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
-    assert sections.MIXING_NAMES == set(MIXING)
+
+
+def test_strategy_entries_are_checked_against_the_strategy_registry(good: dict) -> None:
+    good["strategies"]["mar"] = {"name": "fedmar", "gama_max": 0.1}
+    good["strategies"]["dmar"] = {"name": "decmar", "mixing": "gossip", "order": "later"}
+    good["strategies"]["nameless"] = {"mixing": "uniform"}
+    problems = {p.path: str(p) for p in validate(good, REPO)}
+    assert "unknown key" in problems["strategies.mar.gama_max"]
+    assert "allowed keys: aggregation, alignment, gamma_max, gamma_min, horizon, keep_local, mixing, name, " \
+           "order, sigma, z_summary" in problems["strategies.mar.gama_max"]
+    assert "unknown value 'gossip'" in problems["strategies.dmar.mixing"]
+    assert "push_sum" in problems["strategies.dmar.mixing"]
+    assert "unknown value 'later'" in problems["strategies.dmar.order"]
+    assert problems["strategies.nameless.name"].startswith("strategies.nameless.name: missing")
+
+
+def test_grid_strategies_run_in_their_framework(good: dict) -> None:
+    good["strategies"].update(dmar={"name": "decmar"}, ema={"name": "fedema"}, mixed={"name": "fedavg", "mixing": "uniform"})
+    good["pretrain"]["fl"]["grids"]["table1"]["strategies"] = ["dmar", "mixed"]
+    good["pretrain"]["decl"]["grids"]["fig2a"]["strategies"] = ["ema"]
+    problems = problems_of(good)
+    assert problems["pretrain.fl.grids.table1.strategies[0]"] == "strategy 'dmar' (decmar) runs in decl, not fl"
+    assert problems["pretrain.fl.grids.table1.strategies[1]"] == "strategy 'mixed' sets ['mixing'], which only DecL uses"
+    assert problems["pretrain.decl.grids.fig2a.strategies[0]"] == "strategy 'ema' (fedema) runs in fl, not decl"
+
+
+def test_strategy_declarations_read_from_source_match_the_registry() -> None:
+    import subprocess
+    import sys
+
+    from dssl.config.strategies import declared_strategies
+    from dssl.federation import STRATEGIES
+
+    declared = declared_strategies()
+    assert set(declared) == set(STRATEGIES)
+    for name, cls in STRATEGIES.items():
+        assert list(declared[name].options) == cls.option_names(), name
+        assert declared[name].frameworks == tuple(cls.frameworks), name
+    code = "import sys, dssl.config.params as p; p.load_params('params.yaml'); assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_old_training_keys_are_rejected(good: dict) -> None:
+    good["pretrain"]["fl"]["train"]["aggregation"] = "uniform"
+    good["pretrain"]["decl"]["train"]["mixing"] = "uniform"
+    problems = problems_of(good)
+    assert problems["pretrain.fl.train.aggregation"] == "unknown key"
+    assert problems["pretrain.decl.train.mixing"] == "unknown key"
 
 
 def test_training_sections(good: dict) -> None:

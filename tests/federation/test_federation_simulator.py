@@ -83,16 +83,16 @@ def _three_clients():
     return [ClientData(images, np.arange(i * 12, (i + 1) * 12)) for i in range(3)]
 
 
-def _decl(mixing: np.ndarray, rounds: int = 1) -> DecLSimulator:
+def _decl(mixing: np.ndarray, rounds: int = 1, order: str = "mix_then_train") -> DecLSimulator:
     torch.manual_seed(0)
     method = create_method("simsiam", "cnn_small", image_size=8, in_chans=1)
-    config = DecLConfig(rounds=rounds, batch_size=6, seed=5)
+    config = DecLConfig(rounds=rounds, batch_size=6, seed=5, order=order)
     return DecLSimulator(method, _three_clients(), create_strategy("fedavg"), mixing, config)
 
 
-def test_decl_round_is_local_training_then_one_gossip_step():
+def test_train_then_mix_round_is_local_training_then_one_gossip_step():
     mixing = np.array([[1 / 2, 1 / 2, 0], [1 / 3, 1 / 3, 1 / 3], [0, 1 / 2, 1 / 2]])
-    isolated, mixed = _decl(np.eye(3)), _decl(mixing)
+    isolated, mixed = _decl(np.eye(3), order="train_then_mix"), _decl(mixing, order="train_then_mix")
     isolated.run()
     mixed.run()
     for i in range(3):
@@ -155,7 +155,7 @@ def test_keep_local_in_decl_mixes_only_the_shared_keys():
     torch.manual_seed(0)
     method = create_method("simsiam", "cnn_small", image_size=8, in_chans=1)
     simulator = DecLSimulator(method, _three_clients(), create_strategy("fedavg", keep_local=True),
-                              np.full((3, 3), 1 / 3), DecLConfig(rounds=1, batch_size=6))
+                              np.full((3, 3), 1 / 3), DecLConfig(rounds=1, batch_size=6, order="train_then_mix"))
     simulator.run()
     first, second = simulator.client_state(0), simulator.client_state(1)
     for key, value in first.items():

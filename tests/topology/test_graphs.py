@@ -68,8 +68,25 @@ def test_mixing_rules_on_a_path_graph() -> None:
     np.testing.assert_allclose(mh, [[2 / 3, 1 / 3, 0], [1 / 3, 1 / 3, 1 / 3], [0, 1 / 3, 2 / 3]])
     sized = mixing_matrix(adjacency, "data_size", np.array([10, 30, 60]))
     np.testing.assert_allclose(sized, [[10 / 40, 30 / 40, 0], [0.1, 0.3, 0.6], [0, 1 / 3, 2 / 3]])
-    degree = mixing_matrix(adjacency, "degree_normalised")
-    np.testing.assert_allclose(degree[0], [0.6, 0.4, 0])  # (1/2, 1/3) normalised
+    degree = mixing_matrix(adjacency, "degree_normalised")  # rows of 1/|A_j| over A_i, normalised
+    np.testing.assert_allclose(degree, [[0.6, 0.4, 0], [3 / 8, 1 / 4, 3 / 8], [0, 0.4, 0.6]])
+    push = mixing_matrix(adjacency, "push_sum")  # column j: 1/|A_j| to each member of A_j
+    np.testing.assert_allclose(push, [[1 / 2, 1 / 3, 0], [1 / 2, 1 / 3, 1 / 2], [0, 1 / 3, 1 / 2]])
+
+
+def test_push_sum_on_a_directed_cycle() -> None:
+    # 0 -> 1 -> 2 -> 0: each client keeps half its mass and sends half to its one successor
+    adjacency = np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]], dtype=bool)
+    push = mixing_matrix(adjacency, "push_sum")
+    np.testing.assert_allclose(push, [[1 / 2, 0, 1 / 2], [1 / 2, 1 / 2, 0], [0, 1 / 2, 1 / 2]])
+
+
+def test_push_sum_is_column_stochastic_on_the_graph() -> None:
+    graph = create_graph({"topology": "general", "connectivity": 5}, 20, seed=0)
+    matrix = mixing_matrix(graph.adjacency, "push_sum")
+    np.testing.assert_allclose(matrix.sum(axis=0), 1.0)
+    assert not np.allclose(matrix.sum(axis=1), 1.0)  # degrees vary: not row-stochastic
+    np.testing.assert_array_equal(matrix > 0, graph.adjacency | np.eye(20, dtype=bool))
 
 
 @pytest.mark.parametrize("rule", ["uniform", "data_size", "degree_normalised", "metropolis_hastings"])

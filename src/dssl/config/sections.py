@@ -6,8 +6,10 @@ import math
 from pathlib import Path
 
 from dssl.config.params import Checker, section_validator
+from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
 from dssl.topology.graphs import TOPOLOGIES, check_request
+from dssl.topology.mixing import MIXING, ORDERS
 
 # Facts the validator needs without importing the data code (which imports torch). A test keeps
 # these names equal to the dataset registry's keys.
@@ -154,15 +156,15 @@ def check_graphs(c: Checker) -> None:
 # keeps each set equal to its registry (dssl.methods.METHODS, dssl.models.BACKBONES, ...).
 METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco"}
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
-STRATEGY_NAMES = {"fedavg", "fedssl", "fedu", "fedema", "ldawa"}
 PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "random")
-MIXING_NAMES = {"uniform", "data_size", "degree_normalised", "metropolis_hastings"}
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
 FL_TRAIN_KEYS = {"rounds", "clients_per_round", "local_epochs", "batch_size"}
 DECL_TRAIN_KEYS = {"rounds", "local_epochs", "batch_size"}
 GRID_PLACES = {"fl": ("partitions", "partitions"), "decl": ("graphs", "graphs' or 'improved_graphs")}
+# keys of a DecL strategy entry that configure the round itself, beside the strategy's own options
+DECL_ROUND_KEYS = {"mixing", "order"}
 CENTRAL_TRAIN_KEYS = {"epochs", "batch_size"}
 
 
@@ -269,6 +271,7 @@ def _check_grid(c: Checker, pretrain: dict, framework: str, models: dict, grid: 
     c.unknown_keys(grid, {"models", place, "strategies"}, path)
     _name_list(c, grid, "models", models, path, "models")
     _name_list(c, grid, "strategies", c.params.get("strategies") or {}, path, "strategies")
+    _check_grid_strategies(c, grid, framework, path)
     if framework == "fl":
         for i, name in enumerate(_name_list(c, grid, place, c.params.get("partitions") or {}, path, what)):
             _partition_of_pretrain_dataset(c, pretrain, name, f"{path}.{place}[{i}]")
@@ -299,6 +302,40 @@ def _partition_of_pretrain_dataset(c: Checker, pretrain: dict, name: str, where:
     return spec
 
 
+def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
+    """A ``strategies`` entry: a registered strategy's name and its own options (the keyword arguments
+    of its ``__init__``, read from the strategy modules by ``dssl.config.strategies``), plus for DecL
+    the round's ``mixing`` rule and ``order``. Option values are checked when the stage builds the
+    strategy, before training."""
+    strategies = declared_strategies()
+    name = c.choice(spec, "name", strategies, path)
+    if name is None:
+        return
+    c.unknown_keys(spec, {"name", *strategies[name].options, *DECL_ROUND_KEYS}, path)
+    if "mixing" in spec:
+        c.choice(spec, "mixing", MIXING, path)
+    if "order" in spec:
+        c.choice(spec, "order", ORDERS, path)
+
+
+def _check_grid_strategies(c: Checker, grid: dict, framework: str, path: str) -> None:
+    """Each strategy of a grid runs in the grid's framework; FL entries carry no DecL round keys."""
+    entries, strategies = c.params.get("strategies") or {}, declared_strategies()
+    for i, name in enumerate(grid.get("strategies") or []):
+        spec = entries.get(name) if isinstance(name, str) else None
+        declared = strategies.get((spec or {}).get("name")) if isinstance(spec, dict) else None
+        if declared is None:
+            continue
+        where = f"{path}.strategies[{i}]"
+        if framework not in declared.frameworks:
+            others = sorted(n for n, d in strategies.items() if framework in d.frameworks)
+            c.add(where, f"strategy {name!r} ({declared.name}) runs in {', '.join(declared.frameworks)}, "
+                         f"not {framework}", f"{framework} strategies: {', '.join(others)}")
+        elif framework == "fl" and DECL_ROUND_KEYS & set(spec):
+            c.add(where, f"strategy {name!r} sets {sorted(DECL_ROUND_KEYS & set(spec))}, which only DecL uses",
+                  "give the FL grid a strategy entry without them")
+
+
 def graph_partition(params: dict, name: str) -> str | None:
     """The partition whose clients a graph (or an improved graph, through its base) connects."""
     graphs, improved = params.get("graphs") or {}, params.get("improved_graphs") or {}
@@ -313,9 +350,7 @@ def graph_partition(params: dict, name: str) -> str | None:
 def check_strategies(c: Checker) -> None:
     """Named strategy configurations: a registry ``name`` plus that strategy's options."""
     for name, path, spec in c.entries("strategies"):
-        c.choice(spec, "name", STRATEGY_NAMES, path)
-        if "mixing" in spec:
-            c.choice(spec, "mixing", MIXING_NAMES, path)
+        _check_strategy_entry(c, spec, path)
 
 
 @section_validator

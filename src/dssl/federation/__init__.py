@@ -3,6 +3,7 @@
 from dssl.federation.checkpoint import CheckpointMismatchError
 from dssl.federation.local import ClientData, OptimizerConfig, clients_from_partition
 from dssl.federation.simulator import (
+    DECL_ORDERS,
     DecLConfig,
     DecLSimulator,
     FLConfig,
@@ -15,6 +16,7 @@ from dssl.federation.strategies import STRATEGIES, ClientContext, Strategy, Uplo
 
 __all__ = [
     "CheckpointMismatchError",
+    "DECL_ORDERS",
     "ClientContext",
     "ClientData",
     "DecLConfig",

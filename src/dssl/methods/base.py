@@ -35,11 +35,14 @@ class LossOutput:
     """What a method computes on one batch.
 
     ``losses``: scalar tensors, ``"loss"`` the one to minimise (others are diagnostics);
-    ``representation``: [B, D], one embedding per image, from the same forward pass.
+    ``representation``: [B, D], one embedding per image, from the same forward pass;
+    ``tokens``: [B, T, D], the encoder tokens the representation pools, where the method has them
+    (MAE: class token + visible patch tokens), for paper A's released-code MAR variant.
     """
 
     losses: dict[str, torch.Tensor]
     representation: torch.Tensor
+    tokens: torch.Tensor | None = None
 
 
 class SSLMethod(nn.Module, ABC):
@@ -83,12 +86,15 @@ class SSLMethod(nn.Module, ABC):
         """Scalar losses of one batch (``"loss"`` is minimised).
 
         With ``with_representation`` the dict also holds ``"representation"`` [B, D], computed in the
-        same forward pass (MAR adds its alignment term on it without a second encoder pass).
+        same forward pass (MAR adds its alignment term on it without a second encoder pass), and
+        ``"tokens"`` [B, T, D] where the method has them.
         """
         out = self.compute_loss(images, generator)
         losses = dict(out.losses)
         if with_representation:
             losses["representation"] = out.representation
+            if out.tokens is not None:
+                losses["tokens"] = out.tokens
         return losses
 
     def representation(

@@ -214,7 +214,7 @@ class MAE(SSLMethod):
         latent = self.encode_visible(view, mask)
         pred = self.decoder(latent, mask.ids_restore)
         loss = self.criterion(pred, patchify(view, self.encoder.patch_size), mask.mask)
-        return LossOutput({"loss": loss}, representation=latent[:, 1:].mean(dim=1))
+        return LossOutput({"loss": loss}, representation=latent[:, 1:].mean(dim=1), tokens=latent)
 
     def representation(
         self, images: torch.Tensor, generator: torch.Generator | None = None

@@ -70,19 +70,6 @@ class Cell:
         return cell_path(self.model, self.place, self.strategy)
 
 
-# Keys of a 'strategies' entry that configure the DecL simulator rather than the strategy object.
-DECL_KEYS = ("mixing",)
-
-
-def create_named_strategy(params: dict, name: str):
-    """The strategy of the 'strategies' entry ``name``: its registry ``name`` with its options."""
-    from dssl.federation import create_strategy
-
-    entry = dict(params["strategies"][name])
-    options = {k: v for k, v in entry.items() if k not in ("name", *DECL_KEYS)}
-    return create_strategy(entry["name"], **options)
-
-
 def summary_metrics(result) -> dict[str, float]:
     rounds = result.metrics
     return {
@@ -132,18 +119,32 @@ def _run_cell(stage: Stage, cell: Cell, run_seed) -> Path:
     return out
 
 
+def build_strategy(spec: dict):
+    """The strategy of a ``strategies`` entry (name + its own options), and the DecL round's keys of
+    the entry (``mixing``, ``order``) apart."""
+    from dssl.federation import create_strategy
+
+    options = {k: v for k, v in spec.items() if k not in ("name", "mixing", "order")}
+    return create_strategy(spec["name"], **options), {k: spec[k] for k in ("mixing", "order") if k in spec}
+
+
+def strategy_record(strategy) -> dict:
+    """Which strategy ran, with every option resolved (defaults included), for history.json."""
+    return {"strategy": {"name": strategy.name, "hparams": dict(strategy.hparams)}}
+
+
 def _fl_seed(cell: Cell, params: dict, seed: int):
     from dssl.data.partition import load_partition
     from dssl.federation import FLConfig, FLSimulator, clients_from_partition
 
-    fl = params["pretrain"]["fl"]["train"]
+    fl = params["pretrain"]["fl"]
     method, train_set = build_method(params, cell.model, seed)
     clients = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))
-    config = FLConfig.from_dict({**fl, "seed": seed, "optimizer": optimizer_config(params, cell.model)})
-    strategy = create_named_strategy(params, cell.strategy)
+    config = FLConfig.from_dict({**fl["train"], "seed": seed, "optimizer": optimizer_config(params, cell.model)})
+    strategy, _ = build_strategy(params["strategies"][cell.strategy])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart")
-    return method, simulator.run(), {}
+    return method, simulator.run(), strategy_record(strategy)
 
 
 def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -> Path:
@@ -163,20 +164,24 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     from dssl.data.partition import load_partition
     from dssl.federation import DecLConfig, DecLSimulator, clients_from_partition
     from dssl.topology.graphs import load_graph
-    from dssl.topology.mixing import mixing_matrix
+    from dssl.topology.mixing import COLUMN_STOCHASTIC, DEFAULT_RULE, mixing_matrix
 
-    decl = params["pretrain"]["decl"]["train"]
+    decl_section = params["pretrain"]["decl"]
     method, train_set = build_method(params, cell.model, seed)
     partition = load_partition(partition_dir(graph_partition(params, cell.place)))
     clients = clients_from_partition(train_set, partition)
     adjacency = load_graph(graph_file(cell.place))[0].adjacency
     sizes = np.array([len(i) for i in partition.client_indices])
-    mixing = mixing_matrix(adjacency, params["strategies"][cell.strategy].get("mixing", "uniform"), sizes)
-    config = DecLConfig.from_dict({**decl, "seed": seed, "optimizer": optimizer_config(params, cell.model)})
-    simulator = DecLSimulator(method, clients, create_named_strategy(params, cell.strategy), mixing, config,
+    strategy, round_options = build_strategy(params["strategies"][cell.strategy])
+    rule = round_options.pop("mixing", DEFAULT_RULE)
+    mixing = mixing_matrix(adjacency, rule, sizes)
+    config = DecLConfig.from_dict({**decl_section["train"], **round_options, "seed": seed,
+                                   "optimizer": optimizer_config(params, cell.model)})
+    simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart")
-    return method, simulator.run(), {"mixing": mixing.tolist()}
+    extra = {"mixing": mixing.tolist(), "mixing_rule": rule, "order": config.order, **strategy_record(strategy)}
+    return method, simulator.run(), extra
 
 
 def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> Path:

@@ -14,6 +14,12 @@ REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
 
 
+def strategy_text(spec: dict) -> str:
+    """``fedavg (aggregation=uniform)``: a strategy mapping as params.yaml states it."""
+    options = ", ".join(f"{k}={v}" for k, v in spec.items() if k != "name")
+    return f"{spec['name']} ({options})" if options else spec["name"]
+
+
 def settings(params: dict) -> dict[str, object]:
     """The settings a reader needs to interpret the numbers, as params.yaml states them."""
     from dssl.pipeline.catalogue import grid_cells
@@ -34,7 +40,7 @@ def settings(params: dict) -> dict[str, object]:
                                    for p in fl_partitions if "alpha" in partitions[p]),
         "DecL clients": sorted({partitions[p]["clients"] for p in decl_partitions if p in partitions}),
         "DecL rounds x local epochs": f"{decl['train']['rounds']} x {decl['train']['local_epochs']}",
-        "strategies": ", ".join(f"{name} = {spec}" for name, spec in params["strategies"].items()),
+        "strategies": "; ".join(f"{name} = {strategy_text(spec)}" for name, spec in params["strategies"].items()),
         "grids": ", ".join(f"{fw}.{g}" for fw in ("fl", "decl") for g in pretrain[fw].get("grids", {})),
         "central epochs": central["train"]["epochs"],
         "models": ", ".join(f"{m} = {models[m]['method']} on {models[m]['backbone']}" for m in models),

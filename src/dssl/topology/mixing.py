@@ -6,7 +6,12 @@ Rules (registry ``MIXING``, keyed by the names used in params.yaml; paper A Tabl
 - ``degree_normalised``: w_ij proportional to 1/|A_j| over the closed neighbourhood of i.
 - ``metropolis_hastings``: w_ij = 1 / (1 + max(d_i, d_j)) off the diagonal, the rest on the
   diagonal; symmetric and doubly stochastic, so plain averaging converges to the exact mean.
-Every matrix is row-stochastic.
+- ``push_sum``: p_ij = 1 / |out_j| for every i in j's closed out-neighbourhood (j splits its mass
+  equally among itself and the clients it sends to). Column-stochastic, not row-stochastic: it is
+  run with push-sum weights (Kempe et al., FOCS 2003; Assran et al., "Stochastic Gradient Push",
+  ICML 2019), which correct the bias of directed or unbalanced graphs (``COLUMN_STOCHASTIC``).
+Every other matrix is row-stochastic. The graphs of this project are undirected (symmetric
+adjacency); ``push_sum`` also takes a directed one, reading ``adjacency[j, i]`` as "j sends to i".
 """
 
 from __future__ import annotations
@@ -49,16 +54,28 @@ def metropolis_hastings(adjacency: np.ndarray, sizes: np.ndarray | None = None) 
     return weights
 
 
+def push_sum(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
+    out = _closed(adjacency)  # out[j, i]: j sends to i (itself included)
+    return (out / out.sum(axis=1)[:, None]).T
+
+
 MIXING: dict[str, Callable[[np.ndarray, np.ndarray | None], np.ndarray]] = {
     "uniform": uniform,
     "data_size": data_size,
     "degree_normalised": degree_normalised,
     "metropolis_hastings": metropolis_hastings,
+    "push_sum": push_sum,
 }
+DEFAULT_RULE = "uniform"  # paper A's Algorithm 2
+# When a DecL round mixes: before local training (paper A's Alg. 2, line 10) or after (its code).
+ORDERS = ("mix_then_train", "train_then_mix")
+# Rules whose matrix is column-stochastic and must be run with push-sum weights.
+COLUMN_STOCHASTIC = frozenset({"push_sum"})
 
 
 def mixing_matrix(adjacency: np.ndarray, rule: str, sizes: np.ndarray | None = None) -> np.ndarray:
-    """The row-stochastic mixing matrix of ``rule`` for a graph (no self loops in ``adjacency``)."""
+    """The mixing matrix of ``rule`` for a graph (no self loops in ``adjacency``): row-stochastic,
+    or column-stochastic for the rules in ``COLUMN_STOCHASTIC``."""
     if rule not in MIXING:
         raise KeyError(f"unknown mixing rule {rule!r}; known: {sorted(MIXING)}")
     return MIXING[rule](np.asarray(adjacency, dtype=bool), sizes)

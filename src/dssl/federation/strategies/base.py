@@ -20,6 +20,10 @@ gossip                 DecL's neighbour averaging, X <- W X (DecMAR also mixes z
 state_dict             the strategy's own server-side state, checkpointed with the run
 =====================  =====================================================================
 
+A strategy's options are the keyword arguments of its ``__init__`` (and of its bases' through
+``**kwargs``): ``option_names()`` lists them for the params validator, ``create_strategy`` refuses
+any other. ``frameworks`` says where a strategy runs (FedMAR in FL only, DecMAR in DecL only).
+
 Per-client state that must persist between rounds (kept model tensors, FedEMA's previous weights,
 counters) lives in the ``local_state`` dict the simulators pass to the hooks: one dict per client,
 checkpointed after every round. Keys under ``LOCAL_MODEL`` hold model tensors the client keeps.
@@ -33,7 +37,8 @@ that its EMA target starts as a copy of the online network it receives (paper B'
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+import inspect
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -51,6 +56,8 @@ class ClientContext:
     """Where one client's local training happens: handed to every client-side hook.
 
     ``participation`` counts the rounds the client trained in before this one (FedMAR's omega);
+    ``expected_participations`` is how many rounds it trains in over the run on average (FL:
+    rounds * K / N, DecL: rounds; paper A's default decay horizon Omega);
     ``generator`` seeds the method's views and masks for this client and round; ``scratch`` is
     per-round temporary storage shared by the hooks of this client (not checkpointed).
     """
@@ -64,6 +71,7 @@ class ClientContext:
     generator: torch.Generator
     model_index: int = 0
     scratch: dict[str, Any] = field(default_factory=dict)
+    expected_participations: float = 1.0
 
 
 @dataclass
@@ -91,6 +99,7 @@ class Strategy:
     """
 
     name = "base"
+    frameworks: ClassVar[tuple[str, ...]] = ("fl", "decl")
 
     def __init__(self, aggregation: str = "uniform", keep_local: bool = False) -> None:
         if aggregation not in AGGREGATIONS:
@@ -100,6 +109,21 @@ class Strategy:
         self.shared_keys: tuple[str, ...] = ()
         self.initial_local: StateDict = {}
         self.target_sources: dict[str, str] = {}
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The keyword arguments a params file may set: ``__init__``'s, following ``**kwargs`` up the
+        class hierarchy (a subclass passes its bases' options on through ``**kwargs``)."""
+        names: list[str] = []
+        for klass in cls.__mro__:
+            if "__init__" not in vars(klass):
+                continue
+            params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]
+            names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                      and p.name not in names]
+            if not any(p.kind is p.VAR_KEYWORD for p in params):
+                break
+        return names
 
     def aggregation_weights(self, num_samples: Sequence[int]) -> np.ndarray:
         """Normalised weights of clients with these sample counts."""
@@ -188,7 +212,12 @@ class Strategy:
 
     def gossip(self, states: StackedStates, mixing: torch.Tensor, uploads: Sequence[Upload],
                round_index: int) -> None:
-        """DecL's neighbour averaging after every client trained (``uploads`` hold their rows)."""
+        """DecL's neighbour averaging, X <- W X, once per round.
+
+        With the ``train_then_mix`` order it runs after every client trained and ``uploads`` hold
+        their rows; with ``mix_then_train`` (paper A's Alg. 2) it runs before, ``uploads`` is empty
+        and a strategy that exchanges more than weights keeps what it sends in its own state.
+        """
         states.mix(mixing)
 
     # -- checkpointing ----------------------------------------------------------------------------
@@ -223,4 +252,9 @@ def create_strategy(name: str, **hparams: Any) -> Strategy:
 
     if name not in STRATEGIES:
         raise KeyError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
+    allowed = STRATEGIES[name].option_names()
+    unknown = sorted(set(hparams) - set(allowed))
+    if unknown:
+        raise TypeError(f"strategy {name!r} has no option {', '.join(map(repr, unknown))}; "
+                        f"its options: {', '.join(allowed)}")
     return STRATEGIES[name](**hparams)

@@ -43,6 +43,8 @@ def ema_mu(scale: float, divergence: float) -> float:
 class FedEMA(FedSSL):
     """Blend the client's online encoder and predictor with the global ones by a divergence-aware mu."""
 
+    frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
+
     def __init__(self, aggregation: str = "uniform", scaler: str = "auto", tau: float = 0.7,
                  ema_lambda: float = 0.8, divergence: str = "paper") -> None:
         super().__init__(aggregation)

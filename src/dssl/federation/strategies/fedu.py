@@ -33,6 +33,8 @@ DIVERGENCE_OF = ("encoder", "predictor")
 class FedU(FedSSL):
     """Online encoder from the global model; predictor from it only if the divergence < threshold."""
 
+    frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
+
     def __init__(self, aggregation: str = "uniform", threshold: float = 0.4, divergence: str = "paper",
                  divergence_of: str = "encoder") -> None:
         super().__init__(aggregation, update_predictor="local")

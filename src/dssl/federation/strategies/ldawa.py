@@ -58,6 +58,8 @@ def divergence_scales(client: Mapping[str, torch.Tensor], global_state: Mapping[
 class LDAWA(Strategy):
     """FedAvg whose average scales each client layer by its cosine with the previous global layer."""
 
+    frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
+
     def __init__(self, aggregation: str = "uniform", keep_local: bool = False, granularity: str = "layer",
                  warmup_rounds: int = 0) -> None:
         super().__init__(aggregation, keep_local)
