@@ -50,11 +50,15 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     _with_dataset_folders(root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 58
+    assert len(dvc) == expected_stage_count(params) == 128
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert "pretrain_fl@mae-vit-fl-label-fedavg" in names
     assert "evaluate_decl@mae-vit-general-10-decl-uniform" in names
+    # paper A's MAR grids: Fig. 2b across alpha in FL and DecL, Tables 6-8 and Table 2's baselines
+    assert {"pretrain_fl@mae-vit-fl-label-a0.001-fedmar", "pretrain_decl@mae-vit-uniform-5-a0.01-decmar",
+            "pretrain_decl@mae-vit-uniform-10-decl-push-sum", "pretrain_fl@mae-vit-fl-label-fedmar-mmd-0.01",
+            "pretrain_fl@mae-vit-fl-label-fedmar-g1", "pretrain_fl@byol-cnn-fl-label-fedema"} <= names
 
 
 def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:

@@ -73,6 +73,8 @@ def test_per_column_row_specs_and_pinned_places(tmp_path):
 
 
 def test_bad_options_fail_when_the_section_is_created():
+    with pytest.raises(ValueError, match="not among the rows"):
+        create_section("table8", {"model": "m", "rows": {"0": "a"}, "columns": {"x": "p"}})
     with pytest.raises(ValueError, match="exactly MAE and MAR"):
         create_section("fig2b", {"model": "m", "rows": {"MAE": "a", "MIM": "b"}, "columns": {"x": "p"}})
     with pytest.raises(ValueError, match="framework must be one of"):
@@ -83,7 +85,8 @@ def test_bad_options_fail_when_the_section_is_created():
 
 def test_cell_specs_resolve_model_strategy_and_place():
     section = create_section("table8", {"model": "mae-cnn", "columns": {"a": "fl-iid", "b": "mar@fl-label"},
-                                        "rows": {"x": "byol-cnn:fedavg", "y": "fedavg@fl-2class", "z": {"b": "mar2"}}})
+                                        "rows": {"x": "byol-cnn:fedavg", "y": "fedavg@fl-2class", "z": {"b": "mar2"}},
+                                        "best": "x"})
     assert section.spec("x", "a") == ("byol-cnn", "fedavg", "fl-iid")
     assert section.spec("y", "a") == ("mae-cnn", "fedavg", "fl-2class")   # the row's place wins
     assert section.spec("z", "a") is None and section.spec("z", "b") == ("mae-cnn", "mar2", "fl-label")

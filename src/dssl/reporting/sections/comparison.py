@@ -35,13 +35,19 @@ class StrategyComparison(ReportSection):
     intro: ClassVar[str] = ""
 
     def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
-                 protocol: str = "finetune") -> None:
+                 protocol: str = "finetune", best: str | None = None) -> None:
+        """``best``: the label of the paper's best row when this build labels it differently (Table 2
+        has a FedMAR row per backbone)."""
         if framework not in PLACE:
             raise ValueError(f"framework must be one of {sorted(PLACE)}, got {framework!r}")
         if not rows or not columns:
             raise ValueError("rows (label -> strategy) and columns (label -> partition or graph) must be non-empty")
         self.model, self.framework, self.protocol = model, framework, protocol
         self.rows, self.columns = dict(rows), dict(columns)
+        if best is not None:
+            self.best_row = best
+        if self.best_row not in self.rows:
+            raise ValueError(f"the claim's row {self.best_row!r} is not among the rows {sorted(self.rows)}")
 
     def spec(self, row: str, column: str) -> tuple[str, str, str] | None:
         """(model, strategy, place) of a cell: a row's parts win over the column's; None when the row skips it."""
@@ -141,9 +147,9 @@ class Fig2b(StrategyComparison):
 
     def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
                  protocol: str = "finetune") -> None:
+        if set(rows) != {"MAE", "MAR"}:
+            raise ValueError(f"fig2b rows must be exactly MAE and MAR, got {sorted(rows)}")
         super().__init__(model, rows, columns, framework, protocol)
-        if set(self.rows) != {"MAE", "MAR"}:
-            raise ValueError(f"fig2b rows must be exactly MAE and MAR, got {sorted(self.rows)}")
 
 
 @register_section("fig2b_decl")
@@ -169,8 +175,8 @@ class Table6(StrategyComparison):
              "1.4 pp between rules, and FL is above all of them.")
 
     def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "decl",
-                 protocol: str = "finetune") -> None:
-        super().__init__(model, rows, columns, framework, protocol)
+                 protocol: str = "finetune", best: str | None = None) -> None:
+        super().__init__(model, rows, columns, framework, protocol, best)
 
 
 @register_section("table7")
