@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from dssl.config.params import read_params, validate
-from dssl.pipeline.catalogue import grid_cells
+from dssl.config.grids import grid_cells
 from dssl.pipeline.dag import dvc_stages, snakemake_stages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,8 +25,8 @@ def expected_stage_count(params: dict) -> int:
     """One stage per cell: its seeds, downstream datasets and protocols run inside it."""
     pretrain, evaluate = params["pretrain"], params["evaluate"]
     cells = {
-        "fl": len(grid_cells(params, "fl", "partitions")),
-        "decl": len(grid_cells(params, "decl", "graphs")),
+        "fl": len(grid_cells(params, "fl")),
+        "decl": len(grid_cells(params, "decl")),
         "central": len(pretrain["central"]["models"]),
         "random": len(evaluate["random_backbones"]),
     }

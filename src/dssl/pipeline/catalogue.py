@@ -26,6 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
+from dssl.config.grids import grid_cells
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 
 Fields = dict[str, str]
@@ -101,18 +102,9 @@ def _section(params: dict, *path: str):
     return value or {}
 
 
-def grid_cells(params: dict, framework: str, place: str) -> list[tuple[str, str, str]]:
-    """(model, partition or graph, strategy) of every grid of ``pretrain.<framework>.grids``, each once,
-    in the order the grids list them (a cell two tables share trains once)."""
-    grids = _section(params, "pretrain", framework, "grids")
-    cells = [(m, p, s) for grid in grids.values() for m in grid.get("models", [])
-             for p in grid.get(place, []) for s in grid.get("strategies", [])]
-    return list(dict.fromkeys(cells))
-
-
 def _fl_cells(params: dict) -> list[Fields]:
     return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"]}
-            for m, p, s in grid_cells(params, "fl", "partitions")]
+            for m, p, s in grid_cells(params, "fl")]
 
 
 def _decl_cells(params: dict) -> list[Fields]:
@@ -120,7 +112,7 @@ def _decl_cells(params: dict) -> list[Fields]:
 
     return [{"model": m, "graph": g, "strategy": s, "dataset": params["pretrain"]["dataset"],
              "partition": graph_partition(params, g)}
-            for m, g, s in grid_cells(params, "decl", "graphs")]
+            for m, g, s in grid_cells(params, "decl")]
 
 
 def _central_cells(params: dict) -> list[Fields]:

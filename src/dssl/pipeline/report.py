@@ -22,11 +22,11 @@ def strategy_text(spec: dict) -> str:
 
 def settings(params: dict) -> dict[str, object]:
     """The settings a reader needs to interpret the numbers, as params.yaml states them."""
-    from dssl.pipeline.catalogue import grid_cells
+    from dssl.config.grids import grid_cells
 
     pretrain, partitions, graphs = params["pretrain"], params["partitions"], params.get("graphs") or {}
     fl, decl, central = pretrain["fl"], pretrain["decl"], pretrain["central"]
-    fl_cells, decl_cells = grid_cells(params, "fl", "partitions"), grid_cells(params, "decl", "graphs")
+    fl_cells, decl_cells = grid_cells(params, "fl"), grid_cells(params, "decl")
     fl_partitions = sorted({p for _, p, _ in fl_cells})
     decl_partitions = sorted({(graphs.get(g) or {}).get("partition") or g for _, g, _ in decl_cells})
     models = params["models"]
