@@ -32,9 +32,9 @@ def expected_stage_count(params: dict) -> int:
     }
     training = cells["fl"] + cells["decl"] + cells["central"]
     evaluations = sum(n for framework, n in cells.items() if evaluate["protocols"].get(framework))
-    # one stage per dataset and improved graph, one for all partitions and one for all graphs
-    foundation = len(params["datasets"]) + len(params.get("improved_graphs") or {}) + 2
-    return foundation + training + evaluations + 3  # + code, theory, report
+    # one stage per dataset and improved graph, one for all partitions and one for all graphs (if any)
+    foundation = len(params["datasets"]) + len(params.get("improved_graphs") or {}) + 1 + bool(params["graphs"])
+    return foundation + training + evaluations + 2 + bool(params.get("theory"))  # + code, report, theory
 
 
 def test_paper_profile_needs_its_dataset_folders(tmp_path: Path) -> None:
@@ -100,3 +100,19 @@ def test_paper_pretraining_reads_the_prepared_array_at_its_resolution(tmp_path: 
     assert isinstance(train, MemmapImageSet)
     assert resized(train, pretrain["image_size"]) is train
     assert tuple(train.get_batch([0, 1]).shape) == (2, 3, pretrain["image_size"], pretrain["image_size"])
+
+
+def test_paper_b_profile_expands_to_its_tables(make_project) -> None:
+    """Paper B pretrains on CIFAR-10 (its own profile): generalised methods, FedU / FedEMA with the lambda
+    sweep, and the predictor / EMA ablations, each cell once, the same DAG for both engines."""
+    root = make_project("configs/paper_b.yaml")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    assert validate(params, root) == []
+    dvc, _ = dvc_stages(root)
+    assert len(dvc) == expected_stage_count(params) == 45
+    assert dvc == snakemake_stages(root)
+    names = {s.name for s in dvc}
+    assert {"pretrain_fl@moco-v2-r18-fl-2class-fedssl", "pretrain_fl@byol-r18-fl-2class-fedema",
+            "pretrain_fl@byol-r18-fl-2class-fedema-l1.6", "pretrain_fl@simsiam-nopred-fl-2class-fedssl",
+            "evaluate_central@byol-r18"} <= names
+    assert not any(name.startswith(("graphs", "theory", "pretrain_decl")) for name in names)

@@ -88,9 +88,9 @@ class Checker:
             return {}
         return value
 
-    def entries(self, section: str) -> Iterator[tuple[str, str, dict]]:
+    def entries(self, section: str, required: bool = True) -> Iterator[tuple[str, str, dict]]:
         """(name, key path, spec) of every entry of a grid section whose spec is a mapping."""
-        for name, spec in self.section(section).items():
+        for name, spec in self.section(section, required).items():
             path = f"{section}.{name}"
             spec = self.mapping(spec, path)
             if spec is not None:

@@ -366,7 +366,7 @@ def check_evaluate(c: Checker) -> None:
     protocols = c.mapping(evaluate.get("protocols"), f"{path}.protocols") or {}
     c.unknown_keys(protocols, FRAMEWORKS, f"{path}.protocols")
     for framework in protocols:
-        if framework in FRAMEWORKS:
+        if framework in FRAMEWORKS and protocols[framework] != []:   # [] = that framework is not evaluated
             _name_list(c, protocols, framework, PROTOCOL_NAMES, f"{path}.protocols", "protocols")
     used = {name for names in protocols.values() if isinstance(names, list) for name in names}
     for protocol in PROTOCOLS:  # registry order: problems come out in a stable order
@@ -412,7 +412,7 @@ IMPROVE_CRITERIA_NAMES = {"sensitivity", "algebraic_connectivity", "min_degree",
 @section_validator
 def check_improved_graphs(c: Checker) -> None:
     graphs = c.params.get("graphs") or {}
-    for name, path, spec in c.entries("improved_graphs"):
+    for name, path, spec in c.entries("improved_graphs", required=False):
         if name in graphs:
             c.add(path, "the name is also used in 'graphs'", "give the improved graph its own name")
         c.unknown_keys(spec, {"base", "edges", "criterion", "seed"}, path)
@@ -442,7 +442,7 @@ def check_report(c: Checker) -> None:
 @section_validator
 def check_theory(c: Checker) -> None:
     """Graphs against the partitions; the model options are checked by ``config.registries``."""
-    theory = c.section("theory")
+    theory = c.section("theory", required=False)
     if not theory:
         return
     graphs = c.params.get("graphs") or {}
