@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
     """A scratch DVC+git project with this repo's DAG, sources and the given params file."""
-    for item in ("dvc.yaml", "Snakefile", ".dvcignore", ".gitignore", "configs"):
+    for item in ("dvc.yaml", "Snakefile", ".dvcignore", ".gitignore", "configs", "profiles"):
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, target / item)
     (target / ".dvc").mkdir()

@@ -75,6 +75,17 @@ def _cmd_readme_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tracking_serve(args: argparse.Namespace) -> int:
+    from dssl.tracking.server import ServerError, serve
+
+    try:
+        return serve(args.artifacts, args.host, args.port, args.backend_store_uri, args.postgres,
+                     args.postgres_port, args.workers)
+    except ServerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dssl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -102,6 +113,19 @@ def build_parser() -> argparse.ArgumentParser:
     init = tracking_sub.add_parser("init", help="create the store and experiment once, before parallel jobs")
     init.add_argument("--params", default="params.yaml", type=Path)
     init.set_defaults(func=_cmd_tracking_init)
+    serve = tracking_sub.add_parser(
+        "serve", help="an MLflow tracking server (PostgreSQL + artifact folder) for jobs on many nodes; "
+                      "jobs log to it with MLFLOW_TRACKING_URI=http://<host>:<port>")
+    store = serve.add_mutually_exclusive_group(required=True)
+    store.add_argument("--postgres", type=Path, metavar="DIR",
+                       help="a private PostgreSQL cluster in DIR (created on first use, stopped on exit)")
+    store.add_argument("--backend-store-uri", metavar="URI", help="an existing database, postgresql://...")
+    serve.add_argument("--postgres-port", type=int, default=5433, help="port of the private PostgreSQL")
+    serve.add_argument("--artifacts", type=Path, required=True, help="folder the server stores artifacts in")
+    serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: every node)")
+    serve.add_argument("--port", type=int, default=5000)
+    serve.add_argument("--workers", type=int, default=2, help="server worker processes")
+    serve.set_defaults(func=_cmd_tracking_serve)
 
     warm = sub.add_parser("warm", help="a server that pays the heavy imports once for all stages")
     warm.add_argument("action", choices=["start", "stop"])

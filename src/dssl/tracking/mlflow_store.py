@@ -1,8 +1,11 @@
-"""One MLflow store per project: SQLite at an absolute path inside the project, created once.
+"""One MLflow store per project: SQLite at an absolute path inside the project, created once; or, on
+a cluster, the tracking server MLFLOW_TRACKING_URI names (`dssl tracking serve`, server.py).
 
 Creating a fresh SQLite store from several processes at once corrupts it, so creation (schema and
 experiment) happens under an exclusive file lock; `dssl tracking init` does it before Snakemake
 starts parallel jobs, and every stage re-checks under the same lock, so the order never matters.
+A server creates its own schema; jobs on several nodes share no lock, so there an experiment another
+job created first is simply looked up again.
 MLflow costs ~3 s to import: it is imported here only, and only when a stage logs.
 """
 
@@ -35,6 +38,11 @@ def tracking_uri(root: Path) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(root / STORE_FILE).resolve()}"
 
 
+def is_server(uri: str) -> bool:
+    """A tracking server (it stores artifacts itself) rather than a database file the client opens."""
+    return uri.startswith(("http://", "https://"))
+
+
 def experiment_name(profile: str) -> str:
     return f"{EXPERIMENT_PREFIX}-{profile}"
 
@@ -61,6 +69,9 @@ def init_store(root: Path, profile: str) -> str:
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    uri = tracking_uri(root)
+    if is_server(uri):
+        return _server_experiment(mlflow.MlflowClient(tracking_uri=uri), experiment_name(profile))
     with _store_lock(root):
         # An explicit client, not mlflow.set_tracking_uri: that also exports MLFLOW_TRACKING_URI, which
         # every later subprocess (another project's stages) would then inherit and log into.
@@ -71,3 +82,23 @@ def init_store(root: Path, profile: str) -> str:
             return experiment.experiment_id
         artifacts = (root / ARTIFACT_DIR / name).resolve()
         return client.create_experiment(name, artifact_location=artifacts.as_uri())
+
+
+def _server_experiment(client, name: str) -> str:
+    """The experiment on a tracking server, created if missing; a concurrent creator may win the race.
+
+    No artifact location is given: the server's proxied artifact root (``mlflow-artifacts:``) is the
+    one place every node can write to.
+    """
+    from mlflow.exceptions import MlflowException
+
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(name)
+    except MlflowException:  # RESOURCE_ALREADY_EXISTS: another job created it in between
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return experiment.experiment_id

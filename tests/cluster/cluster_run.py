@@ -1,0 +1,170 @@
+"""Helpers of the cluster tests: commands in a clean environment, the tracking server as a background
+process, and the fixture ``ci_local_run`` (test modules import it).
+
+``ci_local_run``: the CI profile run once locally (Snakemake, 2 parallel jobs) against a real tracking
+server (`dssl tracking serve`: PostgreSQL + artifact folder), then recorded by DVC and committed to
+git. It is shared by the cluster tests (the tracking server's runs, the SLURM run's reference, the DVC
+remote's content): under pytest-xdist the first worker that needs it makes it and the others wait for
+it (a file lock in the session's shared temporary folder, the result pickled beside it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import copy_project
+from services import ensure_installed, free_port
+
+BIN = Path(sys.executable).parent
+GIT_IDENTITY = ["-c", "user.name=dssl tests", "-c", "user.email=tests@dssl.invalid"]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a fresh shell with the venv first on PATH and no tracking/engine leftovers."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_TRACKING_URI", "DSSL_ENGINE", "DVC_STAGE", "DVC_ROOT") and not k.startswith("SLURM_")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
+    env["DSSL_WARM"] = "0"  # every stage in its own process, as on a cluster node
+    return {**env, **extra}
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 1800) -> str:
+    result = subprocess.run(cmd, cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-5000:]}\n{result.stderr[-5000:]}"
+    return result.stdout + result.stderr
+
+
+def git_commit(root: Path, message: str) -> None:
+    run(["git", "add", "-A"], root)
+    run(["git", *GIT_IDENTITY, "commit", "-q", "-m", message], root)
+
+
+def results(root: Path) -> dict[str, dict]:
+    """Every result file of a run, without its MLflow run id (which differs from run to run)."""
+    return {str(p.relative_to(root)): {k: v for k, v in json.loads(p.read_text()).items() if k != "mlflow_run_id"}
+            for p in sorted((root / "reports/metrics").rglob("*.json"))}
+
+
+class TrackingServer:
+    """`dssl tracking serve` with a private PostgreSQL, as a background process of the test."""
+
+    def __init__(self, cwd: Path) -> None:
+        # PostgreSQL runs as the postgres user when we are root: its folder's parents must be searchable.
+        self.folder = Path(tempfile.mkdtemp(prefix="dssl-tracking-"))
+        self.folder.chmod(0o755)
+        self.port = free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.log = self.folder / "server.log"
+        self.command = ["dssl", "tracking", "serve", "--postgres", str(self.folder / "postgres"),
+                        "--postgres-port", str(free_port()), "--artifacts", str(self.folder / "artifacts"),
+                        "--port", str(self.port)]
+        self.cwd = cwd
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        from dssl.tracking.server import wait_until_healthy
+
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(self.command, cwd=self.cwd, env=clean_env(), stdout=log,
+                                            stderr=subprocess.STDOUT)
+        try:
+            wait_until_healthy(self.uri, self.process, timeout=300)
+        except Exception as err:
+            raise RuntimeError(f"{err}\n{self.log.read_text()[-4000:]}") from err
+
+    def stop(self) -> int:
+        """SIGTERM, as a user's Ctrl-C: MLflow and then PostgreSQL stop; returns the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=120)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+@dataclass
+class LocalRun:
+    root: Path                 # the scratch project: outputs, dvc.lock recorded, all committed to git
+    runs: list[dict]           # the tracking server's runs: run_name, stage, seed, run_id
+    expected_stages: set[str]  # every stage of the DAG
+    artifacts: Path            # the server's artifact folder
+    server_exit: int
+    postgres_running_after: bool
+
+
+def make_local_run(root: Path) -> LocalRun:
+    """The CI profile by Snakemake against a fresh tracking server, then `dvc commit -f` and a git commit."""
+    from dssl.pipeline.dag import dvc_stages
+    from dssl.tracking import stage_runs
+
+    copy_project(root, "configs/ci.yaml")
+    server = TrackingServer(root)
+    server.start()
+    try:
+        run(["snakemake", "--cores", "2", "--quiet", "all"], root, clean_env(MLFLOW_TRACKING_URI=server.uri))
+        os.environ["MLFLOW_TRACKING_URI"] = server.uri
+        try:
+            frame = stage_runs(root, "ci")
+        finally:
+            del os.environ["MLFLOW_TRACKING_URI"]
+    finally:
+        code = server.stop()
+    postgres_alive = (server.folder / "postgres" / "data" / "postmaster.pid").exists()
+    runs = [{"run_name": r["run_name"], "stage": r["stage"], "seed": r.get("tags.seed"), "run_id": r["run_id"],
+             "engine": r.get("tags.engine")} for _, r in frame.iterrows()]
+    run(["dvc", "commit", "-f"], root)
+    git_commit(root, "CI profile run by Snakemake, recorded by DVC")
+    dag, _ = dvc_stages(root)
+    return LocalRun(root, runs, {s.name for s in dag}, server.folder / "artifacts", code, postgres_alive)
+
+
+
+
+def _postgres_missing() -> str | None:
+    """None when PostgreSQL's server programs are present (installed here as root if needed)."""
+    from dssl.tracking.server import ServerError, postgres_bin
+
+    try:
+        postgres_bin("initdb")
+        return None
+    except ServerError:
+        ensure_installed()
+    try:
+        postgres_bin("initdb")
+        return None
+    except ServerError as err:
+        return f"PostgreSQL is missing and .ci/install-services could not install it: {err}"
+
+
+@pytest.fixture(scope="session")
+def ci_local_run(tmp_path_factory) -> LocalRun:
+    """The CI profile, run once per test session (shared by the xdist workers)."""
+    reason = _postgres_missing()
+    if reason:
+        pytest.skip(reason)
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root, done, failed = shared / "ci-local-run", shared / "ci-local-run.pickle", shared / "ci-local-run.failed"
+    with open(shared / "ci-local-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"the shared local run failed in another worker:\n{failed.read_text()}")
+        if not done.exists():
+            root.mkdir()
+            try:
+                done.write_bytes(pickle.dumps(make_local_run(root)))
+            except BaseException as err:
+                failed.write_text(f"{type(err).__name__}: {err}"[-5000:])
+                raise
+        return pickle.loads(done.read_bytes())

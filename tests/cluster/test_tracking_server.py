@@ -1,0 +1,40 @@
+"""`dssl tracking serve` (MLflow server, PostgreSQL store, proxied artifact folder): the CI profile run
+by Snakemake with 2 parallel jobs logs every expected run to it exactly once, none lost or duplicated,
+and nothing into the project's SQLite file; on SIGTERM the server and its PostgreSQL stop."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import yaml
+from cluster_run import ci_local_run  # noqa: F401 - the shared fixture
+
+pytestmark = pytest.mark.slow
+
+
+def test_parallel_jobs_log_every_run_once(ci_local_run) -> None:  # noqa: F811 - the fixture
+    root, runs = ci_local_run.root, ci_local_run.runs
+    names = [r["run_name"] for r in runs]
+    assert [n for n, count in Counter(names).items() if count > 1] == []
+    assert {r["stage"] for r in runs} == ci_local_run.expected_stages
+    assert {r["engine"] for r in runs} == {"snakemake"}
+
+    # every training stage logged one run per seed; every result file names a run the server holds once
+    seeds = [str(s) for s in yaml.safe_load((root / "params.yaml").read_text())["seeds"]]
+    training = {r["stage"] for r in runs if r["stage"].startswith("pretrain_")}
+    assert training
+    for stage in training:
+        assert sorted(r["seed"] for r in runs if r["stage"] == stage) == seeds, stage
+    ids = Counter(r["run_id"] for r in runs)
+    result_files = sorted((root / "reports/metrics").rglob("*.json"))
+    assert result_files
+    for path in result_files:
+        assert ids[json.loads(path.read_text())["mlflow_run_id"]] == 1, path
+
+    # artifacts travelled through the server into its folder; the SQLite default was never touched
+    assert any(ci_local_run.artifacts.rglob("*.png"))
+    assert not (root / "mlflow.db").exists()
+    assert ci_local_run.server_exit == 0
+    assert not ci_local_run.postgres_running_after
