@@ -31,10 +31,10 @@ EXPECTED_MD5 = {
     "data/partitions/fl-feature/counts.csv": "ca2ceaf2ec74fa5c2b5ebd0d39fc2613",
     "data/partitions/decl-label/partition.json": "52035f7c27482c363ff20d896fbc3c71",
     "data/partitions/decl-label/counts.csv": "4183740d10a789a888d53788fea8f914",
-    "data/graphs/uniform-3/graph.json": "591e9857b617071fef44e76d6ac1c1fa",
-    "data/graphs/general-3/graph.json": "5c4763774ddf08ad77e56782e7c4bc58",
-    "data/graphs/complete/graph.json": "92e0ef6d6e686a0c450763608d6bcad1",
-    "data/graphs/general-3-plus2/graph.json": "23c1c72fe56c89314e78945ec28cac83",
+    "data/graphs/uniform-3/graph.json": "3076bc839ab1cc1a3a50fe453022d132",
+    "data/graphs/general-3/graph.json": "240cdeb0eed54e519936519165b5f87a",
+    "data/graphs/complete/graph.json": "0b409f7c9166e69a2af30659fb42ec75",
+    "data/graphs/general-3-plus2/graph.json": "c89116f33066cb19d394a57dfa512d82",
 }
 
 
