@@ -30,7 +30,7 @@ import csv
 import json
 import math
 import urllib.error
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -65,6 +65,9 @@ class DatasetEntry:
     defaults: Mapping[str, Any]
     build: Callable[[dict, Path], dict]
     size_of_train: Callable[[dict], int | None]
+    # SSL view hyper-parameters this dataset's images call for (a model's own hparams override them):
+    # a mirrored digit is another symbol (or none), so digit datasets take no horizontal flips.
+    view_hparams: Mapping[str, Any] = field(default_factory=dict)
 
     def resolve(self, spec: Mapping[str, Any] | None) -> dict:
         """The spec with defaults filled in; an unknown key is a ``DatasetError``."""
@@ -515,6 +518,7 @@ DATASETS: dict[str, DatasetEntry] = {
         defaults={"test_fraction": 0.25, "split_seed": 0},
         build=_prepare_digits,
         size_of_train=_digits_train_size,
+        view_hparams={"flip_p": 0.0},
     ),
     "digits_on_photos": DatasetEntry(
         name="digits_on_photos",
@@ -524,6 +528,7 @@ DATASETS: dict[str, DatasetEntry] = {
                   "seed": 0},
         build=_prepare_digits_on_photos,
         size_of_train=_digits_on_photos_train_size,
+        view_hparams={"flip_p": 0.0},
     ),
     "cifar10": _cifar_entry("cifar10", "CIFAR-10"),
     "cifar100": _cifar_entry("cifar100", "CIFAR-100"),

@@ -70,6 +70,7 @@ class BYOL(SSLMethod):
         pred_hidden_dim: int | None = None,
         momentum: float = 0.99,
         crop_min_scale: float = 0.08,
+        flip_p: float = 0.5,
     ) -> None:
         del in_chans
         dim = encoder.feature_dim
@@ -84,6 +85,7 @@ class BYOL(SSLMethod):
                 pred_hidden_dim=pred_hidden_dim,
                 momentum=momentum,
                 crop_min_scale=crop_min_scale,
+                flip_p=flip_p,
             ),
         )
         self.momentum = momentum
@@ -92,7 +94,7 @@ class BYOL(SSLMethod):
         self.target_encoder = copy.deepcopy(encoder).requires_grad_(False)
         self.target_projector = copy.deepcopy(self.projector).requires_grad_(False)
         self.criterion = BYOLLoss()
-        self.transform = BYOLTransform(image_size, crop_min_scale)
+        self.transform = BYOLTransform(image_size, crop_min_scale, flip_p)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None

@@ -68,6 +68,7 @@ class MoCo(SSLMethod):
         momentum: float = 0.99,
         temperature: float = 0.2,
         crop_min_scale: float = 0.08,
+        flip_p: float = 0.5,
     ) -> None:
         del in_chans
         dim = encoder.feature_dim
@@ -83,6 +84,7 @@ class MoCo(SSLMethod):
                 momentum=momentum,
                 temperature=temperature,
                 crop_min_scale=crop_min_scale,
+                flip_p=flip_p,
             ),
         )
         self.momentum = momentum
@@ -92,7 +94,7 @@ class MoCo(SSLMethod):
         self.register_buffer("queue", F.normalize(torch.randn(proj_output_dim, queue_size), dim=0))
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
         self.criterion = InfoNCELoss(temperature)
-        self.transform = MoCoTransform(image_size, crop_min_scale)
+        self.transform = MoCoTransform(image_size, crop_min_scale, flip_p)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None

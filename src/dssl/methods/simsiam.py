@@ -59,10 +59,11 @@ class SimSiamTransform(ViewTransform):
     p 0.8, grayscale p 0.2, Gaussian blur p 0.5 for ImageNet-sized images (>= 64 px; SimSiam's CIFAR
     recipe has no blur)."""
 
-    def __init__(self, image_size: int, crop_min_scale: float = 0.2) -> None:
+    def __init__(self, image_size: int, crop_min_scale: float = 0.2, flip_p: float = 0.5) -> None:
         super().__init__(
             image_size,
             crop_scale=(crop_min_scale, 1.0),
+            flip_p=flip_p,
             jitter=(0.4, 0.4, 0.4, 0.1),
             jitter_p=0.8,
             grayscale_p=0.2,
@@ -97,6 +98,7 @@ class SimSiam(SSLMethod):
         pred_hidden_dim: int | None = None,
         stop_gradient: bool = True,
         crop_min_scale: float = 0.2,
+        flip_p: float = 0.5,
     ) -> None:
         del in_chans  # the views keep the input's channels
         dim = encoder.feature_dim
@@ -111,12 +113,13 @@ class SimSiam(SSLMethod):
                 pred_hidden_dim=pred_hidden_dim,
                 stop_gradient=stop_gradient,
                 crop_min_scale=crop_min_scale,
+                flip_p=flip_p,
             ),
         )
         self.projector = SimSiamProjectionHead(dim, proj_hidden_dim, proj_output_dim)
         self.predictor = SimSiamPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
         self.criterion = NegativeCosineLoss(stop_gradient)
-        self.transform = SimSiamTransform(image_size, crop_min_scale)
+        self.transform = SimSiamTransform(image_size, crop_min_scale, flip_p)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None
