@@ -53,5 +53,5 @@ def test_digit_datasets_take_no_flips():
     from dssl.data.datasets import DATASETS
 
     for name in ("digits", "digits_on_photos"):
-        assert DATASETS[name].view_hparams == {"flip_p": 0.0, "crop_min_scale": 0.5}
+        assert DATASETS[name].view_hparams == {"flip_p": 0.0}
     assert DATASETS["cifar10"].view_hparams == {}
