@@ -36,7 +36,7 @@ import math
 import os
 import shutil
 import urllib.error
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -59,6 +59,7 @@ __all__ = ["ArtifactError", "DATASETS", "DatasetEntry", "DatasetError", "ImageSe
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")  # matched case-insensitively (ImageNet ships .JPEG)
 DIGITS_SIZE = 1797  # images in scikit-learn's load_digits
+DIGIT_VIEWS = {"flip_p": 0.0}  # see DatasetEntry.view_hparams
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,11 @@ class DatasetEntry:
     defaults: Mapping[str, Any]
     build: Callable[[dict, Path], dict]
     size_of_train: Callable[[dict], int | None]
+    # SSL view hyper-parameters this dataset's images call for (a model's own hparams override them).
+    # Digits: a mirrored digit is another symbol (or none), so no horizontal flips. The crop scale stays
+    # the methods' own (0.2): 0.5 was measured no better (SimSiam + CNN on digits, 10 %-label probe minus
+    # random init, 3 seeds: central 30 epochs +9.2 vs +7.3 points, FL-IID 20 rounds +3.2 vs +3.3).
+    view_hparams: Mapping[str, Any] = field(default_factory=dict)
 
     def resolve(self, spec: Mapping[str, Any] | None) -> dict:
         """The spec with defaults filled in; an unknown key is a ``DatasetError``."""
@@ -570,6 +576,7 @@ DATASETS: dict[str, DatasetEntry] = {
         defaults={"test_fraction": 0.25, "split_seed": 0},
         build=_prepare_digits,
         size_of_train=_digits_train_size,
+        view_hparams=DIGIT_VIEWS,
     ),
     "digits_on_photos": DatasetEntry(
         name="digits_on_photos",
@@ -579,6 +586,7 @@ DATASETS: dict[str, DatasetEntry] = {
                   "seed": 0},
         build=_prepare_digits_on_photos,
         size_of_train=_digits_on_photos_train_size,
+        view_hparams=DIGIT_VIEWS,
     ),
     "cifar10": _cifar_entry("cifar10", "CIFAR-10"),
     "cifar100": _cifar_entry("cifar100", "CIFAR-100"),

@@ -94,6 +94,7 @@ class BYOL(SSLMethod):
         predictor: bool = True,
         stop_gradient: bool = True,
         ema_target: bool = True,
+        flip_p: float = 0.5,
     ) -> None:
         del in_chans
         dim = encoder.feature_dim
@@ -111,6 +112,7 @@ class BYOL(SSLMethod):
                 predictor=bool(predictor),
                 stop_gradient=bool(stop_gradient),
                 ema_target=bool(ema_target),
+                flip_p=flip_p,
             ),
         )
         self.momentum = momentum
@@ -121,7 +123,7 @@ class BYOL(SSLMethod):
         self.target_encoder, self.target_projector = make_ema_target(
             encoder, self.projector, ema_target, trainable=not stop_gradient)
         self.criterion = BYOLLoss(stop_gradient)
-        self.transform = BYOLTransform(image_size, crop_min_scale)
+        self.transform = BYOLTransform(image_size, crop_min_scale, flip_p)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None

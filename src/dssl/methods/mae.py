@@ -144,10 +144,10 @@ class MAELoss(nn.Module):
 
 
 class MAETransform(ViewTransform):
-    """MAE's pretraining augmentation, batched: random-resized crop scale (0.2, 1) and flip."""
+    """MAE's pretraining augmentation, batched: random-resized crop scale (0.2, 1) and flip (p 0.5)."""
 
-    def __init__(self, image_size: int, crop_min_scale: float = 0.2) -> None:
-        super().__init__(image_size, crop_scale=(crop_min_scale, 1.0))
+    def __init__(self, image_size: int, crop_min_scale: float = 0.2, flip_p: float = 0.5) -> None:
+        super().__init__(image_size, crop_scale=(crop_min_scale, 1.0), flip_p=flip_p)
 
 
 @register_method
@@ -169,6 +169,7 @@ class MAE(SSLMethod):
         decoder_heads: int | None = None,
         norm_pix_loss: bool = False,
         crop_min_scale: float = 0.2,
+        flip_p: float = 0.5,
     ) -> None:
         vit = require_vit(encoder, self.name, alternative="mae_cnn")
         decoder_dim = decoder_dim or (128 if vit.embed_dim >= 192 else 64)
@@ -182,6 +183,7 @@ class MAE(SSLMethod):
                 decoder_heads=decoder_heads,
                 norm_pix_loss=norm_pix_loss,
                 crop_min_scale=crop_min_scale,
+                flip_p=flip_p,
             ),
         )
         self.mask_ratio = mask_ratio
@@ -190,7 +192,7 @@ class MAE(SSLMethod):
             vit.grid_size, vit.embed_dim, patch_dim, decoder_dim, decoder_depth, decoder_heads
         )
         self.criterion = MAELoss(norm_pix_loss)
-        self.transform = MAETransform(image_size, crop_min_scale)
+        self.transform = MAETransform(image_size, crop_min_scale, flip_p)
 
     def random_mask(self, images: torch.Tensor, generator: torch.Generator | None = None) -> PatchMask:
         """A fresh per-sample patch mask at ``mask_ratio`` for this batch."""

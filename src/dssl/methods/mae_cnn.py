@@ -90,6 +90,7 @@ class MAECNN(SSLMethod):
         mask_patch_size: int | None = None,
         decoder_width: int | None = None,
         crop_min_scale: float = 0.2,
+        flip_p: float = 0.5,
     ) -> None:
         cnn = require_feature_map(encoder, self.name, alternative="mae")
         mask_patch_size = mask_patch_size or default_mask_patch_size(image_size)
@@ -101,13 +102,14 @@ class MAECNN(SSLMethod):
                 mask_patch_size=mask_patch_size,
                 decoder_width=decoder_width,
                 crop_min_scale=crop_min_scale,
+                flip_p=flip_p,
             ),
         )
         self.mask_ratio = mask_ratio
         self.mask_patch_size = mask_patch_size
         self.decoder = MAECNNDecoder(cnn.feature_dim, in_chans, cnn.feature_stride, decoder_width)
         self.criterion = MaskedPixelMSELoss()
-        self.transform = MAETransform(image_size, crop_min_scale)
+        self.transform = MAETransform(image_size, crop_min_scale, flip_p)
 
     def random_pixel_mask(
         self, images: torch.Tensor, generator: torch.Generator | None = None

@@ -75,6 +75,7 @@ class MoCo(SSLMethod):
         temperature: float | None = None,
         crop_min_scale: float = 0.08,
         version: str = "v2",
+        flip_p: float = 0.5,
     ) -> None:
         del in_chans
         if version not in MOCO_VERSIONS:
@@ -94,6 +95,7 @@ class MoCo(SSLMethod):
                 temperature=temperature,
                 crop_min_scale=crop_min_scale,
                 version=version,
+                flip_p=flip_p,
             ),
         )
         self.momentum = momentum
@@ -104,7 +106,7 @@ class MoCo(SSLMethod):
         self.register_buffer("queue", F.normalize(torch.randn(proj_output_dim, queue_size), dim=0))
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
         self.criterion = InfoNCELoss(temperature)
-        self.transform = MoCoTransform(image_size, crop_min_scale)
+        self.transform = MoCoTransform(image_size, crop_min_scale, flip_p)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None

@@ -59,6 +59,7 @@ class SimCLR(SSLMethod):
         proj_output_dim: int | None = None,
         temperature: float = 0.07,
         crop_min_scale: float = 0.08,
+        flip_p: float = 0.5,
     ) -> None:
         del in_chans
         dim = encoder.feature_dim
@@ -71,11 +72,12 @@ class SimCLR(SSLMethod):
                 proj_output_dim=proj_output_dim,
                 temperature=temperature,
                 crop_min_scale=crop_min_scale,
+                flip_p=flip_p,
             ),
         )
         self.projector = SimCLRProjectionHead(dim, proj_hidden_dim, proj_output_dim)
         self.criterion = NTXentLoss(temperature)
-        self.transform = SimCLRTransform(image_size, crop_min_scale)
+        self.transform = SimCLRTransform(image_size, crop_min_scale, flip_p)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None

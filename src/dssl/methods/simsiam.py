@@ -70,10 +70,11 @@ class SimSiamTransform(ViewTransform):
     p 0.8, grayscale p 0.2, Gaussian blur p 0.5 for ImageNet-sized images (>= 64 px; SimSiam's CIFAR
     recipe has no blur)."""
 
-    def __init__(self, image_size: int, crop_min_scale: float = 0.2) -> None:
+    def __init__(self, image_size: int, crop_min_scale: float = 0.2, flip_p: float = 0.5) -> None:
         super().__init__(
             image_size,
             crop_scale=(crop_min_scale, 1.0),
+            flip_p=flip_p,
             jitter=(0.4, 0.4, 0.4, 0.1),
             jitter_p=0.8,
             grayscale_p=0.2,
@@ -114,6 +115,7 @@ class SimSiam(SSLMethod):
         predictor: bool = True,
         ema_target: bool = False,
         momentum: float = 0.99,
+        flip_p: float = 0.5,
     ) -> None:
         del in_chans  # the views keep the input's channels
         dim = encoder.feature_dim
@@ -131,6 +133,7 @@ class SimSiam(SSLMethod):
                 predictor=bool(predictor),
                 ema_target=bool(ema_target),
                 momentum=momentum,
+                flip_p=flip_p,
             ),
         )
         self.momentum = momentum
@@ -141,7 +144,7 @@ class SimSiam(SSLMethod):
         self.target_encoder, self.target_projector = make_ema_target(
             encoder, self.projector, ema_target, trainable=not stop_gradient)
         self.criterion = NegativeCosineLoss(stop_gradient)
-        self.transform = SimSiamTransform(image_size, crop_min_scale)
+        self.transform = SimSiamTransform(image_size, crop_min_scale, flip_p)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None

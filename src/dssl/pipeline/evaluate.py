@@ -6,6 +6,10 @@ scored once. Each (seed, dataset, protocol) is one task, run side by side on the
 file ``reports/metrics/<framework>/<cell>/seed-<s>/<dataset>-<protocol>.json`` with its own MLflow run.
 The evaluation of seed s uses seed s for its split and head, and the random-init reference of seed s
 is the very network pretraining seed s started from, so "pretrained minus random init" pairs by seed.
+
+Before a pretrained encoder is evaluated its BatchNorm running statistics are re-estimated on the
+unaugmented training images of the downstream dataset (``evaluation.batchnorm``): pretraining collected
+them on masked or augmented views. The random-init reference is evaluated exactly as it was created.
 """
 
 from __future__ import annotations
@@ -66,11 +70,14 @@ def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None
 def _evaluate_task(subject: Subject, params: dict, task: tuple[int, str, str]) -> dict[str, Any]:
     """One (seed, dataset, protocol): the result record without its MLflow run id (runs in a worker)."""
     from dssl.evaluation import evaluate
+    from dssl.evaluation.batchnorm import reestimate_batchnorm
 
     seed, dataset, protocol = task
     size = params["pretrain"]["image_size"]
     train, test = _downstream(dataset, size)
     encoder = _encoder(subject.backbone, size, train.image_shape[0], subject.weights(seed), seed)
+    if subject.pretrained:
+        reestimate_batchnorm(encoder, train)
     result = evaluate(protocol, encoder, train, test, dict(params["evaluate"][protocol]), seed)
     return {
         **subject.describe, "backbone": subject.backbone, "family": backbone_family(subject.backbone),

@@ -26,17 +26,23 @@ from dssl.tracking import StageRecord
 
 
 def build_method(params: dict, model: str, seed: int):
-    """The model's SSL method, initialised from the run's seed (same seed -> same initial weights)."""
+    """The model's SSL method, initialised from the run's seed (same seed -> same initial weights).
+
+    Its hyper-parameters: the pretraining dataset's view defaults (``DatasetEntry.view_hparams``: no
+    horizontal flips for digits), overridden by the model's own ``hparams``.
+    """
     import torch
 
+    from dssl.data.datasets import DATASETS
     from dssl.methods import create_method
 
     spec = params["models"][model]
     pretrain = params["pretrain"]
     train = load_pretrain_set(params)
+    hparams = {**DATASETS[pretrain["dataset"]].view_hparams, **spec.get("hparams", {})}
     torch.manual_seed(seed)
     method = create_method(spec["method"], spec["backbone"], pretrain["image_size"], train.image_shape[0],
-                           **spec.get("hparams", {}))
+                           **hparams)
     return method.to(device()), train
 
 
