@@ -221,3 +221,12 @@ def test_seeds_are_a_list_of_distinct_non_negative_integers(good: dict) -> None:
 def test_a_per_run_seed_inside_a_training_section_is_rejected(good: dict) -> None:
     good["pretrain"]["fl"]["train"]["seed"] = 0  # seeds come from the top-level list
     assert "pretrain.fl.train.seed" in problems_of(good)
+
+
+def test_entry_names_are_safe_params_keys(good: dict) -> None:
+    """A '.' in a name would be read by DVC as a nested params key (strategies.fedmar-g0.1 -> ...g0 -> 1)."""
+    good["strategies"]["fedmar-g0.1"] = {"name": "fedmar"}
+    good["models"]["mae vit"] = {"method": "mae", "backbone": "vit_small"}
+    problems = problems_of(good)
+    assert "may hold only letters, digits, '-' and '_'" in problems["strategies.fedmar-g0.1"]
+    assert "may hold only letters" in problems["models.mae vit"]

@@ -56,8 +56,8 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     assert "pretrain_fl@mae-vit-fl-label-fedavg" in names
     assert "evaluate_decl@mae-vit-general-10-decl-uniform" in names
     # paper A's MAR grids: Fig. 2b across alpha in FL and DecL, Tables 6-8 and Table 2's baselines
-    assert {"pretrain_fl@mae-vit-fl-label-a0.001-fedmar", "pretrain_decl@mae-vit-uniform-5-a0.01-decmar",
-            "pretrain_decl@mae-vit-uniform-10-decl-push-sum", "pretrain_fl@mae-vit-fl-label-fedmar-mmd-0.01",
+    assert {"pretrain_fl@mae-vit-fl-label-a0p001-fedmar", "pretrain_decl@mae-vit-uniform-5-a0p01-decmar",
+            "pretrain_decl@mae-vit-uniform-10-decl-push-sum", "pretrain_fl@mae-vit-fl-label-fedmar-mmd-0p01",
             "pretrain_fl@mae-vit-fl-label-fedmar-g1", "pretrain_fl@byol-cnn-fl-label-fedema"} <= names
 
 
@@ -113,6 +113,6 @@ def test_paper_b_profile_expands_to_its_tables(make_project) -> None:
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert {"pretrain_fl@moco-v2-r18-fl-2class-fedssl", "pretrain_fl@byol-r18-fl-2class-fedema",
-            "pretrain_fl@byol-r18-fl-2class-fedema-l1.6", "pretrain_fl@simsiam-nopred-fl-2class-fedssl",
+            "pretrain_fl@byol-r18-fl-2class-fedema-l1p6", "pretrain_fl@simsiam-nopred-fl-2class-fedssl",
             "evaluate_central@byol-r18"} <= names
     assert not any(name.startswith(("graphs", "theory", "pretrain_decl")) for name in names)

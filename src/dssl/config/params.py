@@ -8,6 +8,7 @@ it runs at the start of every stage and at Snakemake's parse time.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -15,6 +16,7 @@ from typing import Any, Callable, Iterable, Iterator
 import yaml
 
 DEFAULT_PARAMS = Path("params.yaml")
+ENTRY_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,17 @@ class Checker:
         return value
 
     def entries(self, section: str, required: bool = True) -> Iterator[tuple[str, str, dict]]:
-        """(name, key path, spec) of every entry of a grid section whose spec is a mapping."""
+        """(name, key path, spec) of every entry of a grid section whose spec is a mapping.
+
+        An entry's name becomes a params key (``strategies.<name>``), part of stage names and of folder
+        names: letters, digits, '-' and '_' only (DVC reads a '.' in a params key as nesting).
+        """
         for name, spec in self.section(section, required).items():
             path = f"{section}.{name}"
+            if not isinstance(name, str) or not ENTRY_NAME.fullmatch(name):
+                self.add(path, f"the name {name!r} may hold only letters, digits, '-' and '_'",
+                         "write a decimal point as 'p' (e.g. alpha 0.01 -> 'a0p01')")
+                continue
             spec = self.mapping(spec, path)
             if spec is not None:
                 yield name, path, spec
