@@ -86,7 +86,7 @@ class StrategyComparison(ReportSection):
             others = {row: cell for (row, col), cell in self._cells.items() if col == column and row != self.best_row}
             if best is None or not others:
                 continue
-            subject = f"{column}: {self.best_row} vs {', '.join(others)}"
+            subject = f"{self.framework.upper()} {column}: {self.best_row} vs {', '.join(others)}"
             blocked = gate.untestable({self.best_row: best, **others})
             if blocked:
                 found.append(Finding(self.name, self.claim, subject, UNTESTABLE, None, blocked))
