@@ -22,7 +22,7 @@ from dssl.tracking.lineage import file_md5
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
-RESULT = "reports/metrics/fl/simsiam-cnn/fl-label/seed-1/digits-finetune.json"
+RESULT = "reports/metrics/fl/simsiam-cnn/fl-label/fedavg/seed-1/digits-finetune.json"
 PARTITION = "data/partitions/fl-label/partition.json"
 
 

@@ -154,3 +154,19 @@ def test_readme_sync_copies_the_claims_and_table1_from_the_report(tmp_path):
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="needs exactly one block"):
         sync_readme(readme, tmp_path / "reports" / "README.md")
+
+
+def test_fig2a_and_table1_read_only_their_strategy_entry(tmp_path):
+    """Other strategies' cells on the same graphs and partitions (DecMAR, consensus rules, FedMAR) stay out."""
+    records = fig2a_records({("uniform", 3): 0.70, ("uniform", 10): 0.75, ("complete", 20): 0.80})
+    records = [{**r, "strategy": "decl-uniform"} if r["framework"] == "decl" else r for r in records]
+    records += [{**r, "strategy": "decmar", "test_acc": 0.99} for r in records if r["framework"] == "decl"]
+    fl = [{**r, "strategy": "fedavg"} if r["framework"] == "fl" else r for r in table1_records(0.9, 0.85)]
+    fl += [{**r, "strategy": "fedmar", "test_acc": 0.2} for r in fl if r["framework"] == "fl"]
+    ctx = context(tmp_path, records + fl)
+    points = create_section("fig2a").render(ctx).data
+    assert set(points["mean"].round(2)) == {70.0, 75.0, 80.0}
+    cells = create_section("table1").render(ctx).data
+    pretrained = cells[~cells["row"].str.startswith("random init")]
+    assert set(pretrained["mean"].round(2)) == {90.0, 85.0, 87.0}   # no FedMAR cell (20 %) mixed in
+    assert "No DecL finetune results of strategy 'decl-mh'" in create_section("fig2a", {"strategy": "decl-mh"}).render(ctx).markdown

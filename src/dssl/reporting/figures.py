@@ -20,14 +20,16 @@ TOPOLOGIES = ("uniform", "general")
 
 
 def fig2a_runs(df: pd.DataFrame, dataset: str | None = None, model: str | None = None,
-               partition: str | None = None, protocol: str = "finetune") -> tuple[pd.DataFrame, dict[str, str]]:
-    """The DecL runs of one (dataset, model, partition) evaluated with ``protocol``, and that selection.
+               partition: str | None = None, protocol: str = "finetune",
+               strategy: str | None = None) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The DecL runs of one (dataset, model, partition, strategy entry) evaluated with ``protocol``.
 
     A selector left as None must have a single value in the results; raises ValueError otherwise.
+    Results written before strategies existed have no strategy and pass any ``strategy`` selector.
     """
     runs = df[(df["framework"] == "decl") & (df["protocol"] == protocol)]
-    if "strategy" in runs and runs["strategy"].notna().any():
-        runs = runs[runs["strategy"].isin([None, "fedavg"])]   # Fig. 2a is plain DecL; DecMAR is Fig. 2b
+    if strategy is not None and "strategy" in runs:
+        runs = runs[runs["strategy"].isna() | (runs["strategy"] == strategy)]
     if runs.empty:
         raise ValueError(f"no DecL {protocol} results: Fig. 2a needs evaluate runs with framework 'decl'")
     selection = {}
@@ -49,7 +51,7 @@ def _select(values: pd.Series, wanted: str | None, what: str) -> str:
 
 
 def figure2a(df: pd.DataFrame, out_png: Path | str, dataset: str, model: str | None = None,
-             partition: str | None = None, protocol: str = "finetune") -> Path:
+             partition: str | None = None, protocol: str = "finetune", strategy: str | None = None) -> Path:
     """Draw Fig. 2a: DecL fine-tune accuracy vs |A| per topology (mean, 95 % seed-interval bars), FL line."""
     import matplotlib
 
@@ -57,7 +59,7 @@ def figure2a(df: pd.DataFrame, out_png: Path | str, dataset: str, model: str | N
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    runs, selection = fig2a_runs(df, dataset, model, partition, protocol)
+    runs, selection = fig2a_runs(df, dataset, model, partition, protocol, strategy)
     points = summarise(runs[runs["topology"].isin(TOPOLOGIES)], ["topology", "connectivity"])
     complete = summarise(runs[runs["topology"] == "complete"], ["topology"])
     with sns.axes_style("whitegrid"):

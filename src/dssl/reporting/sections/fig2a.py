@@ -32,17 +32,19 @@ POINT = ["topology", "connectivity", "graph"]
 
 @register_section("fig2a")
 class Fig2a(ReportSection):
-    """Fig. 2a for one pretrained DecL model and partition (options select them when several ran)."""
+    """Fig. 2a for one pretrained DecL model and partition (options select them when several ran) under
+    one strategy entry (``strategy``: paper A's plain DecL, Alg. 2 with uniform mixing)."""
 
     title = "Fig. 2a: DecL accuracy against connectivity"
 
-    def __init__(self, protocol: str = "finetune", model: str | None = None, partition: str | None = None) -> None:
-        self.protocol, self.model, self.partition = protocol, model, partition
+    def __init__(self, protocol: str = "finetune", model: str | None = None, partition: str | None = None,
+                 strategy: str = "decl-uniform") -> None:
+        self.protocol, self.model, self.partition, self.strategy = protocol, model, partition, strategy
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         try:
             self._runs, self._selection = fig2a_runs(ctx.results, ctx.dataset, self.model, self.partition,
-                                                     self.protocol)
+                                                     self.protocol, self.strategy)
         except ValueError as err:
             if "no DecL" in str(err):
                 return pd.DataFrame()
@@ -94,7 +96,7 @@ class Fig2a(ReportSection):
         return "\n\n".join([
             f"![Fig. 2a: DecL accuracy against |A|]({FOLDER}/fig2a.png)",
             f"DecL {self.protocol} accuracy on {dataset_name(selection['dataset'])} for {selection['model']} "
-            f"pretrained on partition {selection['partition']}, against the average connectivity |A| (self "
+            f"pretrained with strategy {self.strategy} on partition {selection['partition']}, against the average connectivity |A| (self "
             f"included): {CELL_NOTE}. Paper A gives its values only in the figure. The FL reference is the "
             f"DecL run on the complete graph (\"{FL_LABEL}\"): uniform mixing over all clients equals FedAvg "
             "with every client taking part and uniform weights.",
@@ -107,10 +109,11 @@ class Fig2a(ReportSection):
     def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
         selection = self._selection
         return {"fig2a.png": lambda path: figure2a(
-            ctx.results, path, selection["dataset"], selection["model"], selection["partition"], self.protocol)}
+            ctx.results, path, selection["dataset"], selection["model"], selection["partition"], self.protocol,
+            self.strategy)}
 
     def empty_text(self) -> str:
-        return f"No DecL {self.protocol} results in this build."
+        return f"No DecL {self.protocol} results of strategy {self.strategy!r} in this build."
 
 
 def _spearman(x: list[float], y: list[float]) -> str:

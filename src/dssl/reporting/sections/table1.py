@@ -43,7 +43,8 @@ def protocol_name(protocol: str) -> str:
     return PROTOCOL_NAMES.get(protocol, protocol.replace("_", " "))
 
 
-def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None) -> pd.DataFrame:
+def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None,
+                strategy: str | None = "fedavg") -> pd.DataFrame:
     """The result rows of Table 1 (FL cells and reference rows) with their ``row`` and ``setting``.
 
     FL rows: scheme iid -> IID, dirichlet_* -> L/non-IID, feature -> F/non-IID (the min-size Dirichlet
@@ -54,8 +55,8 @@ def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None
     if dataset is not None:
         runs = runs[runs["dataset"] == dataset]
     fl = runs[(runs["framework"] == "fl") & runs["scheme"].isin(SCHEME_SETTING)]
-    if "strategy" in fl and fl["strategy"].notna().any():
-        fl = fl[fl["strategy"].isin([None, "fedavg"])]   # Table 1 is FedAvg; MAR has its own section
+    if strategy is not None and "strategy" in fl:   # Table 1 is one strategy (FedAvg); MAR has its own sections
+        fl = fl[fl["strategy"].isna() | (fl["strategy"] == strategy)]
     fl = fl.assign(row=[row_label(m, f) for m, f in zip(fl["method"], fl["family"])],
                    setting=fl["scheme"].map(SCHEME_SETTING))
     fl = fl.assign(rank=fl["scheme"].map(SCHEME_RANK))
@@ -140,17 +141,18 @@ def _cell_text(cell: pd.Series, iid_mean: float | None, setting: str) -> str:
 
 @register_section("table1")
 class Table1(ReportSection):
-    """Paper A's Table 1 with the protocol the run can afford; ``dataset``: one column group (default all)."""
+    """Paper A's Table 1 with the protocol the run can afford; ``dataset``: one column group (default all);
+    ``strategy``: the strategy entry of its FL rows (paper A's FedAvg)."""
 
-    def __init__(self, protocol: str = "finetune", dataset: str | None = None) -> None:
-        self.protocol, self.dataset = protocol, dataset
+    def __init__(self, protocol: str = "finetune", dataset: str | None = None, strategy: str = "fedavg") -> None:
+        self.protocol, self.dataset, self.strategy = protocol, dataset, strategy
 
     @property
     def title(self) -> str:  # type: ignore[override]
         return f"Table 1: FL pretraining under IID and non-IID data ({protocol_name(self.protocol)})"
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
-        self._runs = table1_runs(ctx.results, self.protocol, self.dataset)
+        self._runs = table1_runs(ctx.results, self.protocol, self.dataset, self.strategy)
         return table1_cells(self._runs) if not self._runs.empty else pd.DataFrame()
 
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
