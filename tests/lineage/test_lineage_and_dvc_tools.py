@@ -79,14 +79,14 @@ def test_lineage_of_a_result_is_what_dvc_lock_and_mlflow_hold(project: Path) -> 
 
     lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     stages = {s["name"]: s for s in result["stages"]}
-    assert set(stages) == {"evaluate_fl@simsiam-cnn-fl-label", "pretrain_fl@simsiam-cnn-fl-label", "partitions",
-                           "prepare@digits", "code"}
+    evaluate, pretrain = "evaluate_fl@simsiam-cnn-fl-label-fedavg", "pretrain_fl@simsiam-cnn-fl-label-fedavg"
+    assert set(stages) == {evaluate, pretrain, "partitions", "prepare@digits", "code"}
     for name, stage in stages.items():
         assert stage["params"] == lock[name].get("params", {}).get("params.yaml", {}), name
         assert {d["path"]: d["md5_lock"] for d in stage["deps"]} == {d["path"]: d["md5"] for d in lock[name]["deps"]}
         assert all(c["status"] == "matches" for c in stage["deps"] + stage["outs"] + stage["files"]), name
 
-    evaluation, pretraining = stages["evaluate_fl@simsiam-cnn-fl-label"], stages["pretrain_fl@simsiam-cnn-fl-label"]
+    evaluation, pretraining = stages[evaluate], stages[pretrain]
     assert evaluation["role"] == "evaluation" and pretraining["role"] == "pretraining"
     assert evaluation["run"]["id"] == record["mlflow_run_id"]
     for stage in (evaluation, pretraining, stages["partitions"]):
@@ -99,7 +99,7 @@ def test_lineage_of_a_result_is_what_dvc_lock_and_mlflow_hold(project: Path) -> 
     assert stages["partitions"]["run"]["name"] == "partitions/fl-label"
     # the model folder of this seed and the partition files, each with its md5
     model_files = {f["path"] for f in pretraining["files"]}
-    assert "models/fl/simsiam-cnn/fl-label/seed-1/encoder.pt" in model_files
+    assert "models/fl/simsiam-cnn/fl-label/fedavg/seed-1/encoder.pt" in model_files
     assert not any("seed-0" in path for path in model_files)
     partition = {f["path"]: f for f in stages["partitions"]["files"]}[PARTITION]
     assert partition["md5_lock"] == partition["md5_now"] == file_md5(project / PARTITION)
