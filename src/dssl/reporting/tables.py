@@ -69,8 +69,9 @@ def format_cell(mean: float, ci: float = math.nan, n: int = 1, test_ci: float = 
 
 
 def format_summary(row: Any) -> str:
-    """``format_cell`` of a ``results.summarise`` row (a Series or an ``itertuples`` row)."""
-    get = row.__getitem__ if isinstance(row, pd.Series) else lambda key: getattr(row, key)
+    """``format_cell`` of a ``results.summarise`` row (a Series, an ``itertuples`` row, or the mapping
+    ``results.accuracy_summary`` returns)."""
+    get = row.__getitem__ if isinstance(row, (pd.Series, dict)) else lambda key: getattr(row, key)
     return format_cell(get("mean"), get("ci"), get("n"), get("test_ci"))
 
 

@@ -21,7 +21,7 @@ from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.results import accuracy_summary
 from dssl.reporting.sections.base import ReportContext, ReportSection, register_section
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
-from dssl.reporting.tables import CELL_NOTE, format_cell, markdown_table
+from dssl.reporting.tables import CELL_NOTE, format_summary, markdown_table
 
 PLACE = {"fl": "partition", "decl": "graph"}
 
@@ -101,8 +101,7 @@ class StrategyComparison(ReportSection):
         return found
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
-        measured = self._wide({(r.row, r.column): format_cell(r.mean, r.ci, r.n, r.test_ci)
-                               for r in data.itertuples()})
+        measured = self._wide({(r.row, r.column): format_summary(r) for r in data.itertuples()})
         parts = [f"{self.intro} Model {self.model}, {self.framework.upper()}, {self.protocol}; {CELL_NOTE}. "
                  "Cells (row, column: model / strategy @ " + PLACE[self.framework] + "): "
                  + "; ".join(f"{r.row}, {r.column}: {r.model} / {r.strategy} @ {r.place}" for r in data.itertuples())

@@ -16,7 +16,7 @@ from dssl.reporting.claims import RANDOM, UNTESTABLE, Finding, PretrainingGate
 from dssl.reporting.results import accuracy_summary
 from dssl.reporting.sections.base import ReportContext, ReportSection, register_section
 from dssl.reporting.stats import verdict
-from dssl.reporting.tables import CELL_NOTE, FRAMEWORK_ORDER, dataset_name, format_cell, index_in, markdown_table
+from dssl.reporting.tables import CELL_NOTE, FRAMEWORK_ORDER, dataset_name, format_summary, index_in, markdown_table
 
 CLAIM = "pretraining beats the random-init backbone (precondition of every claim)"
 CELL = ["model", "framework", "setting", "strategy", "dataset", "protocol"]
@@ -84,8 +84,8 @@ class PretrainingGain(ReportSection):
             "model": data["model"], "framework": data["framework"], "setting": data["setting"],
             "strategy": data["strategy"], "dataset": [dataset_name(d) for d in data["dataset"]],
             "protocol": data["protocol"],
-            "pretrained (%)": [_cell(s) for s in data["pretrained"]],
-            "random init (%)": [_cell(s) if s else "" for s in data["random"]],
+            "pretrained (%)": [format_summary(s) for s in data["pretrained"]],
+            "random init (%)": [format_summary(s) if s else "" for s in data["random"]],
             "gain (pp, 95 % CI)": [f.evidence().split(": ", 1)[-1] for f in findings],
             "verdict": [f.verdict for f in findings]})
         passed = data[data["beats_random"]]
@@ -107,8 +107,3 @@ class PretrainingGain(ReportSection):
             random_mean=[s["mean"] if s else float("nan") for s in data["random"]],
             random_ci=[s["ci"] if s else float("nan") for s in data["random"]],
             n=[s["n"] for s in data["pretrained"]])
-
-
-def _cell(summary: dict[str, Any]) -> str:
-    return format_cell(summary["mean"], summary["ci"], summary["n"], summary["test_ci"])
-
