@@ -147,7 +147,7 @@ def test_strategy_entries_are_checked_against_the_strategy_registry(good: dict) 
     problems = {p.path: str(p) for p in validate(good, REPO)}
     assert "unknown key" in problems["strategies.mar.gama_max"]
     assert "allowed keys: aggregation, alignment, gamma_max, gamma_min, horizon, keep_local, mixing, name, " \
-           "order, sigma, z_summary" in problems["strategies.mar.gama_max"]
+           "order, sigma, train, z_summary" in problems["strategies.mar.gama_max"]
     assert "unknown value 'gossip'" in problems["strategies.dmar.mixing"]
     assert "push_sum" in problems["strategies.dmar.mixing"]
     assert "unknown value 'later'" in problems["strategies.dmar.order"]
@@ -230,3 +230,25 @@ def test_entry_names_are_safe_params_keys(good: dict) -> None:
     problems = problems_of(good)
     assert "may hold only letters, digits, '-' and '_'" in problems["strategies.fedmar-g0.1"]
     assert "may hold only letters" in problems["models.mae vit"]
+
+
+def test_strategy_entries_may_override_the_training_schedule(good: dict) -> None:
+    from dssl.pipeline.pretrain import train_schedule
+
+    good["strategies"]["fedmar-long"] = {"name": "fedmar", "train": {"rounds": 40, "local_epochs": 2}}
+    good["pretrain"]["fl"]["grids"]["table8"]["strategies"].append("fedmar-long")
+    assert problems_of(good) == {}
+    schedule = train_schedule(good, "fl", "fedmar-long")
+    assert schedule == {**good["pretrain"]["fl"]["train"], "rounds": 40, "local_epochs": 2}
+    assert train_schedule(good, "fl", "fedmar") == good["pretrain"]["fl"]["train"]
+
+
+def test_schedule_overrides_are_checked_per_framework(good: dict) -> None:
+    good["strategies"]["fedavg"]["train"] = {"rounds": 0, "epochs": 3}
+    good["strategies"]["decl-uniform"]["train"] = {"clients_per_round": 4}
+    good["strategies"]["fedmar"]["train"] = {"clients_per_round": 11}
+    problems = problems_of(good)
+    assert problems["strategies.fedavg.train.epochs"] == "unknown key"
+    assert problems["strategies.fedavg.train.rounds"] == "must be >= 1, got 0"
+    assert "which decl training does not have" in problems["pretrain.decl.grids.fig2a.strategies[0]"]
+    assert problems["strategies.fedmar.train.clients_per_round"].startswith("11 > the 10 clients")

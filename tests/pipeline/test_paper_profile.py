@@ -50,7 +50,7 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     _with_dataset_folders(root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 128
+    assert len(dvc) == expected_stage_count(params) == 130
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert "pretrain_fl@mae-vit-fl-label-fedavg" in names
@@ -58,7 +58,7 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     # paper A's MAR grids: Fig. 2b across alpha in FL and DecL, Tables 6-8 and Table 2's baselines
     assert {"pretrain_fl@mae-vit-fl-label-a0p001-fedmar", "pretrain_decl@mae-vit-uniform-5-a0p01-decmar",
             "pretrain_decl@mae-vit-uniform-10-decl-push-sum", "pretrain_fl@mae-vit-fl-label-fedmar-mmd-0p01",
-            "pretrain_fl@mae-vit-fl-label-fedmar-g1", "pretrain_fl@byol-cnn-fl-label-fedema"} <= names
+            "pretrain_fl@mae-vit-fl-label-fedmar-g1", "pretrain_fl@byol-cnn-fl-label-t2-fedema"} <= names
 
 
 def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:
@@ -116,3 +116,13 @@ def test_paper_b_profile_expands_to_its_tables(make_project) -> None:
             "pretrain_fl@byol-r18-fl-2class-fedema-l1p6", "pretrain_fl@simsiam-nopred-fl-2class-fedssl",
             "evaluate_central@byol-r18"} <= names
     assert not any(name.startswith(("graphs", "theory", "pretrain_decl")) for name in names)
+
+
+def test_table2_cells_carry_their_own_schedule() -> None:
+    """Table 2 trains 200 rounds of 10 local epochs (Table 1: 100 x 2): its strategy entries say so."""
+    from dssl.pipeline.pretrain import train_schedule
+
+    params = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
+    assert train_schedule(params, "fl", "t2-fedmar")["rounds"] == 200
+    assert train_schedule(params, "fl", "t2-fedmar")["local_epochs"] == 10
+    assert train_schedule(params, "fl", "fedmar") == params["pretrain"]["fl"]["train"]

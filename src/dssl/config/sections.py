@@ -165,6 +165,7 @@ DECL_TRAIN_KEYS = {"rounds", "local_epochs", "batch_size"}
 GRID_PLACES = {"fl": ("partitions", "partitions"), "decl": ("graphs", "graphs' or 'improved_graphs")}
 # keys of a DecL strategy entry that configure the round itself, beside the strategy's own options
 DECL_ROUND_KEYS = {"mixing", "order"}
+TRAIN_KEYS = {"fl": FL_TRAIN_KEYS, "decl": DECL_TRAIN_KEYS}
 CENTRAL_TRAIN_KEYS = {"epochs", "batch_size"}
 
 
@@ -284,14 +285,23 @@ def _check_grid(c: Checker, pretrain: dict, framework: str, models: dict, grid: 
 
 
 def _check_clients_per_round(c: Checker, train: dict, grids: dict) -> None:
-    partitions = c.params.get("partitions") or {}
-    per_round = train.get("clients_per_round")
-    names = {p for grid in grids.values() if isinstance(grid, dict) for p in grid.get("partitions") or []}
-    for name in sorted(names):
-        clients = (partitions.get(name) or {}).get("clients") if isinstance(name, str) else None
-        if isinstance(per_round, int) and isinstance(clients, int) and per_round > clients:
-            c.add("pretrain.fl.train.clients_per_round", f"{per_round} > the {clients} clients of partition {name!r}")
-            break
+    """Every FL cell samples at most as many clients per round as its partition has (the strategy
+    entry's ``train`` override, where it sets ``clients_per_round``, wins over the framework's)."""
+    partitions, entries = c.params.get("partitions") or {}, c.params.get("strategies") or {}
+    for grid in grids.values():
+        if not isinstance(grid, dict):
+            continue
+        for strategy in grid.get("strategies") or []:
+            entry = entries.get(strategy) if isinstance(strategy, str) else None
+            override = (entry or {}).get("train") if isinstance(entry, dict) else None
+            per_round = {**train, **(override if isinstance(override, dict) else {})}.get("clients_per_round")
+            for name in sorted(n for n in grid.get("partitions") or [] if isinstance(n, str)):
+                clients = (partitions.get(name) or {}).get("clients")
+                if isinstance(per_round, int) and isinstance(clients, int) and per_round > clients:
+                    where = (f"strategies.{strategy}.train.clients_per_round" if override and "clients_per_round"
+                             in override else "pretrain.fl.train.clients_per_round")
+                    c.add(where, f"{per_round} > the {clients} clients of partition {name!r}")
+                    return
 
 
 def _partition_of_pretrain_dataset(c: Checker, pretrain: dict, name: str, where: str) -> dict:
@@ -305,13 +315,18 @@ def _partition_of_pretrain_dataset(c: Checker, pretrain: dict, name: str, where:
 def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
     """A ``strategies`` entry: a registered strategy's name and its own options (the keyword arguments
     of its ``__init__``, read from the strategy modules by ``dssl.config.strategies``), plus for DecL
-    the round's ``mixing`` rule and ``order``. Option values are checked when the stage builds the
-    strategy, before training."""
+    the round's ``mixing`` rule and ``order``, and ``train``: overrides of the framework's training
+    schedule for this entry's cells. Option values are checked when the stage builds the strategy,
+    before training."""
     strategies = declared_strategies()
     name = c.choice(spec, "name", strategies, path)
     if name is None:
         return
-    c.unknown_keys(spec, {"name", *strategies[name].options, *DECL_ROUND_KEYS}, path)
+    c.unknown_keys(spec, {"name", "train", *strategies[name].options, *DECL_ROUND_KEYS}, path)
+    if "train" in spec:
+        train = c.mapping(spec["train"], f"{path}.train") or {}
+        c.unknown_keys(train, FL_TRAIN_KEYS | DECL_TRAIN_KEYS, f"{path}.train")
+        _train_numbers(c, train, f"{path}.train", tuple(sorted(set(train) & (FL_TRAIN_KEYS | DECL_TRAIN_KEYS))))
     if "mixing" in spec:
         c.choice(spec, "mixing", MIXING, path)
     if "order" in spec:
@@ -334,6 +349,10 @@ def _check_grid_strategies(c: Checker, grid: dict, framework: str, path: str) ->
         elif framework == "fl" and DECL_ROUND_KEYS & set(spec):
             c.add(where, f"strategy {name!r} sets {sorted(DECL_ROUND_KEYS & set(spec))}, which only DecL uses",
                   "give the FL grid a strategy entry without them")
+        elif isinstance(spec.get("train"), dict) and set(spec["train"]) - TRAIN_KEYS[framework]:
+            c.add(where, f"strategy {name!r} sets train keys {sorted(set(spec['train']) - TRAIN_KEYS[framework])}, "
+                         f"which {framework} training does not have", f"{framework} train keys: "
+                  f"{', '.join(sorted(TRAIN_KEYS[framework]))}")
 
 
 def graph_partition(params: dict, name: str) -> str | None:

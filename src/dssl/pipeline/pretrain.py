@@ -125,13 +125,23 @@ def _run_cell(stage: Stage, cell: Cell, run_seed) -> Path:
     return out
 
 
+ENTRY_KEYS = ("name", "mixing", "order", "train")   # keys of a strategies entry that are not strategy options
+
+
 def build_strategy(spec: dict):
     """The strategy of a ``strategies`` entry (name + its own options), and the DecL round's keys of
     the entry (``mixing``, ``order``) apart."""
     from dssl.federation import create_strategy
 
-    options = {k: v for k, v in spec.items() if k not in ("name", "mixing", "order")}
+    options = {k: v for k, v in spec.items() if k not in ENTRY_KEYS}
     return create_strategy(spec["name"], **options), {k: spec[k] for k in ("mixing", "order") if k in spec}
+
+
+def train_schedule(params: dict, framework: str, strategy: str) -> dict:
+    """The framework's training schedule (``pretrain.<framework>.train``) with the strategy entry's own
+    ``train`` overrides: a grid that needs another schedule (paper A's Table 2 trains 200 rounds of 10
+    local epochs) names an entry that says so, and the entry, part of the stage name, carries it."""
+    return {**params["pretrain"][framework]["train"], **(params["strategies"][strategy].get("train") or {})}
 
 
 def strategy_record(strategy) -> dict:
@@ -143,10 +153,10 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
     from dssl.data.partition import load_partition
     from dssl.federation import FLConfig, FLSimulator, clients_from_partition
 
-    fl = params["pretrain"]["fl"]
     method, train_set = build_method(params, cell.model, seed)
     clients = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))
-    config = FLConfig.from_dict({**fl["train"], "seed": seed, "optimizer": optimizer_config(params, cell.model)})
+    config = FLConfig.from_dict({**train_schedule(params, "fl", cell.strategy), "seed": seed,
+                                 "optimizer": optimizer_config(params, cell.model)})
     strategy, _ = build_strategy(params["strategies"][cell.strategy])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart")
@@ -172,7 +182,6 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     from dssl.topology.graphs import load_graph
     from dssl.topology.mixing import COLUMN_STOCHASTIC, DEFAULT_RULE, mixing_matrix
 
-    decl_section = params["pretrain"]["decl"]
     method, train_set = build_method(params, cell.model, seed)
     partition = load_partition(partition_dir(graph_partition(params, cell.place)))
     clients = clients_from_partition(train_set, partition)
@@ -181,7 +190,7 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     strategy, round_options = build_strategy(params["strategies"][cell.strategy])
     rule = round_options.pop("mixing", DEFAULT_RULE)
     mixing = mixing_matrix(adjacency, rule, sizes)
-    config = DecLConfig.from_dict({**decl_section["train"], **round_options, "seed": seed,
+    config = DecLConfig.from_dict({**train_schedule(params, "decl", cell.strategy), **round_options, "seed": seed,
                                    "optimizer": optimizer_config(params, cell.model)})
     simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
