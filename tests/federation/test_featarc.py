@@ -140,6 +140,13 @@ def test_client_loss_is_simclr_plus_the_weighted_term_and_only_the_client_model_
     assert all(not p.requires_grad and p.grad is None for p in strategy.frozen.parameters())
 
 
+def test_alignment_is_float32_under_bf16_autocast():
+    z = torch.randn(4, 8)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        term = feature_alignment_loss(z.bfloat16(), z.bfloat16(), z.bfloat16())
+    assert term.dtype == torch.float32 and float(term) == pytest.approx(-1.0, abs=1e-2)
+
+
 # -- the result and the frameworks -------------------------------------------------------------------
 
 def test_final_cluster_is_the_one_most_clients_joined_last_ties_to_the_lowest():

@@ -65,9 +65,11 @@ def select_cluster(local: torch.Tensor, clusters: Sequence[torch.Tensor]) -> int
 
 def feature_alignment_loss(z1: torch.Tensor, z2: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """-1/2 (mean_b <t_b, z1_b/||z1_b||> + mean_b <t_b, z2_b/||z2_b||>) with t = l2-normalised ``target``,
-    which is detached: the gradient reaches the projections only."""
-    t = F.normalize(target.detach().to(z1.dtype), dim=1)
-    return -0.5 * ((t * F.normalize(z1, dim=1)).sum(dim=1).mean() + (t * F.normalize(z2, dim=1)).sum(dim=1).mean())
+    which is detached: the gradient reaches the projections only. Computed in float32 (also under
+    bf16 autocast)."""
+    t = F.normalize(target.detach().float(), dim=1)
+    return -0.5 * ((t * F.normalize(z1.float(), dim=1)).sum(dim=1).mean()
+                   + (t * F.normalize(z2.float(), dim=1)).sum(dim=1).mean())
 
 
 def most_joined(choices: Mapping[int, int], num_clusters: int) -> int:
