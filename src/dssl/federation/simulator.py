@@ -151,8 +151,10 @@ class DecLConfig(TrainConfig):
 
 @dataclass
 class RunResult:
-    """The outcome of a run. ``final_state`` is the model to evaluate (FL: global model 0; DecL: the
-    average of all clients); ``metrics`` holds one record per round (see ``Simulator.run``)."""
+    """The outcome of a run. ``final_state`` is the model to evaluate (FL: the global model
+    ``final_index``, which ``Strategy.final_global_index`` chooses, 0 unless a strategy keeps several;
+    DecL: the average of all clients, index 0); ``metrics`` holds one record per round (see
+    ``Simulator.run``)."""
 
     final_state: StateDict
     global_states: list[StateDict]
@@ -160,6 +162,7 @@ class RunResult:
     schedule: list[list[int]]
     resumed_rounds: int
     fingerprint: str
+    final_index: int = 0
 
 
 def make_schedule(num_clients: int, per_round: int, rounds: int, seed: int) -> list[list[int]]:
@@ -239,7 +242,8 @@ class Simulator:
     def _restore_models(self, payload: Mapping[str, Any]) -> None:
         raise NotImplementedError
 
-    def _result_states(self) -> tuple[StateDict, list[StateDict]]:
+    def _result_states(self) -> tuple[StateDict, list[StateDict], int]:
+        """The model to evaluate, the global states, and which global state the first one is."""
         raise NotImplementedError
 
     # -- the run ----------------------------------------------------------------------------------
@@ -269,8 +273,9 @@ class Simulator:
                     on_round_end(record)
                 bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}")
                 bar.update(1)
-        final_state, global_states = self._result_states()
-        return RunResult(final_state, global_states, list(self.metrics), self.schedule, resumed, self.fingerprint)
+        final_state, global_states, final_index = self._result_states()
+        return RunResult(final_state, global_states, list(self.metrics), self.schedule, resumed, self.fingerprint,
+                         final_index)
 
     def _timed_round(self, round_index: int) -> dict:
         self._train_time = 0.0
@@ -421,10 +426,15 @@ class FLSimulator(Simulator):
     def _restore_models(self, payload: Mapping[str, Any]) -> None:
         self.global_states = payload["global_states"]
 
-    def _result_states(self) -> tuple[StateDict, list[StateDict]]:
-        """Global model 0, completed with the initial local tensors so that it loads into the method
-        (as DecL's final model); ``global_states`` are the shared tensors only."""
-        return {**self.strategy.initial_local, **self.global_states[0]}, self.global_states
+    def _result_states(self) -> tuple[StateDict, list[StateDict], int]:
+        """The strategy's final global model (model 0 unless it keeps several), completed with the
+        initial local tensors so that it loads into the method (as DecL's final model);
+        ``global_states`` are the shared tensors only."""
+        index = self.strategy.final_global_index(self.global_states)
+        if not 0 <= index < len(self.global_states):
+            raise IndexError(f"strategy {self.strategy.name!r} chose global model {index} of "
+                             f"{len(self.global_states)}")
+        return {**self.strategy.initial_local, **self.global_states[index]}, self.global_states, index
 
 
 class DecLSimulator(Simulator):
@@ -518,7 +528,7 @@ class DecLSimulator(Simulator):
         self.states.load_tensors(payload["client_states"])
         self.push_weights = payload["push_weights"].to(self.device)
 
-    def _result_states(self) -> tuple[StateDict, list[StateDict]]:
+    def _result_states(self) -> tuple[StateDict, list[StateDict], int]:
         """The weighted average of the clients; under push-sum sum_j a_j x_j / sum_j a_j w_j."""
         weights = self.strategy.aggregation_weights([c.num_samples for c in self.clients])
         shared = self.states.average(weights)
@@ -526,7 +536,7 @@ class DecLSimulator(Simulator):
             mass = float(torch.as_tensor(weights, dtype=torch.float64, device=self.device) @ self.push_weights)
             shared = {k: v / mass if v.is_floating_point() else (v / mass).round().to(v.dtype)
                       for k, v in shared.items()}
-        return {**self.local_template, **shared}, [shared]
+        return {**self.local_template, **shared}, [shared], 0
 
 
 def _check_mixing(mixing: np.ndarray, num_clients: int, column: bool = False) -> np.ndarray:

@@ -79,10 +79,17 @@ class SimCLR(SSLMethod):
         self.criterion = NTXentLoss(temperature)
         self.transform = SimCLRTransform(image_size, crop_min_scale, flip_p)
 
+    def project_views(
+        self, images: torch.Tensor, generator: torch.Generator | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Two views of ``images`` through encoder and projector: (f1, z1, z2), the first view's
+        features and both views' projections (FeatARC adds a term on the projections)."""
+        x1, x2 = self.transform(images, generator), self.transform(images, generator)
+        f1 = self.encoder(x1)
+        return f1, self.projector(f1), self.projector(self.encoder(x2))
+
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None
     ) -> LossOutput:
-        x1, x2 = self.transform(images, generator), self.transform(images, generator)
-        f1 = self.encoder(x1)
-        loss = self.criterion(self.projector(f1), self.projector(self.encoder(x2)))
-        return LossOutput({"loss": loss}, representation=f1)
+        f1, z1, z2 = self.project_views(images, generator)
+        return LossOutput({"loss": self.criterion(z1, z2)}, representation=f1)

@@ -17,6 +17,7 @@ client_upload          what is sent back (the shared state tensors; FedMAR adds 
 aggregate              the server's merge of one global model's uploads (weighted FedAvg)
 server_step            anything else the server does once per round (Orchestra's centroids)
 gossip                 DecL's neighbour averaging, X <- W X (DecMAR also mixes z)
+final_global_index     which global model is the FL run's result (0; FeatARC: its busiest cluster)
 state_dict             the strategy's own server-side state, checkpointed with the run
 =====================  =====================================================================
 
@@ -219,6 +220,14 @@ class Strategy:
         and a strategy that exchanges more than weights keeps what it sends in its own state.
         """
         states.mix(mixing)
+
+    def final_global_index(self, global_states: Sequence[StateDict]) -> int:
+        """Index of the global model an FL run returns for evaluation (one model: 0).
+
+        A strategy with several global models (FeatARC's clusters) chooses here, from what the
+        run saw (never from evaluation labels); it may read its own checkpointed state.
+        """
+        return 0
 
     # -- checkpointing ----------------------------------------------------------------------------
 
