@@ -105,16 +105,17 @@ def test_paper_pretraining_reads_the_prepared_array_at_its_resolution(tmp_path: 
 
 def test_paper_b_profile_expands_to_its_tables(make_project) -> None:
     """Paper B pretrains on CIFAR-10 (its own profile): generalised methods, FedU / FedEMA with the lambda
-    sweep, and the predictor / EMA ablations, each cell once, the same DAG for both engines."""
+    sweep, and the predictor / stop-gradient / EMA ablations, each cell once, the same DAG for both engines."""
     root = make_project("configs/paper_b.yaml")
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert validate(params, root) == []
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 45
+    assert len(dvc) == expected_stage_count(params) == 49
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert {"pretrain_fl@moco-v2-r18-fl-2class-fedssl", "pretrain_fl@byol-r18-fl-2class-fedema",
             "pretrain_fl@byol-r18-fl-2class-fedema-l1p6", "pretrain_fl@simsiam-nopred-fl-2class-fedssl",
+            "pretrain_fl@simsiam-nosg-fl-2class-fedssl",
             "evaluate_central@byol-r18"} <= names
     assert not any(name.startswith(("graphs", "theory", "pretrain_decl")) for name in names)
 

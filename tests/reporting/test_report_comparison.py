@@ -90,3 +90,42 @@ def test_cell_specs_resolve_model_strategy_and_place():
     assert section.spec("x", "a") == ("byol-cnn", "fedavg", "fl-iid")
     assert section.spec("y", "a") == ("mae-cnn", "fedavg", "fl-2class")   # the row's place wins
     assert section.spec("z", "a") is None and section.spec("z", "b") == ("mae-cnn", "mar2", "fl-label")
+
+
+def stop_gradient_cells(accuracy: dict[str, float], random: float = 0.5) -> list[dict]:
+    """Paper B's stop-gradient ablation: four models on the 2-class split, the random CNN, three seeds."""
+    records = []
+    for seed, noise in enumerate(NOISE):
+        for model, acc in accuracy.items():
+            method = model.split("-")[0]
+            records.append(result("fl", method, "cnn_small", "dirichlet_balanced", test_acc=acc + noise, seed=seed,
+                                  strategy="fedssl", model=model, partition="fl-2class"))
+        records.append(result("random", None, "cnn_small", None, test_acc=random + noise, seed=seed))
+    return records
+
+
+STOP_GRADIENT = {"model": "byol-cnn", "columns": {"BYOL": "fl-2class", "SimSiam": "fl-2class"},
+                 "rows": {"with stop-gradient": {"BYOL": "byol-cnn:fedssl", "SimSiam": "simsiam-cnn:fedssl"},
+                          "without stop-gradient": {"BYOL": "byol-nosg:fedssl", "SimSiam": "simsiam-nosg:fedssl"}}}
+
+
+def test_stop_gradient_is_necessary_for_simsiam_not_for_byol(tmp_path):
+    accuracy = {"byol-cnn": 0.80, "byol-nosg": 0.70, "simsiam-cnn": 0.80, "simsiam-nosg": 0.40}
+    out = create_section("fedssl_stop_gradient", STOP_GRADIENT).render(context(tmp_path, stop_gradient_cells(accuracy)))
+    by_subject = {f.subject.split(":")[0]: f for f in out.findings}
+    byol, simsiam = by_subject["FL BYOL"], by_subject["FL SimSiam"]
+    assert byol.verdict == "supported" and byol.difference.mean == pytest.approx(0.20)   # 70 % vs random 50 %
+    assert "works without" in byol.claim
+    assert simsiam.verdict == "supported" and simsiam.difference.mean == pytest.approx(0.40)
+
+
+def test_byol_collapsing_without_stop_gradient_contradicts_and_weak_pretraining_is_untestable(tmp_path):
+    accuracy = {"byol-cnn": 0.80, "byol-nosg": 0.30, "simsiam-cnn": 0.45, "simsiam-nosg": 0.40}
+    out = create_section("fedssl_stop_gradient", STOP_GRADIENT).render(context(tmp_path, stop_gradient_cells(accuracy)))
+    verdicts = {f.subject.split(":")[0]: f.verdict for f in out.findings}
+    assert verdicts == {"FL BYOL": "contradicted", "FL SimSiam": "untestable"}   # SimSiam 45 % < random 50 %
+
+
+def test_stop_gradient_options_are_checked():
+    with pytest.raises(ValueError, match="not among"):
+        create_section("fedssl_stop_gradient", {**STOP_GRADIENT, "works_without": ["MoCo"]})
