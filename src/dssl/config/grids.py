@@ -20,6 +20,13 @@ def _grid_cells(grid: dict, place: str) -> Iterator[Cell]:
                 yield model, where, strategy
 
 
+def weight_distance_cells(params: dict) -> list[Cell]:
+    """(model, partition, strategy) of every FL cell paper A's Table 5 measures (``weight_distance.grids``)."""
+    grids = (params.get("weight_distance") or {}).get("grids") or {}
+    cells = (cell for grid in grids.values() for cell in _grid_cells(grid or {}, PLACES["fl"]))
+    return list(dict.fromkeys(cells))
+
+
 def grid_cells(params: dict, framework: str) -> list[Cell]:
     """(model, partition or graph, strategy) of every cell, each once, in the order the grids list them."""
     grids = ((params.get("pretrain") or {}).get(framework) or {}).get("grids") or {}

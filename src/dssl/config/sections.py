@@ -474,8 +474,50 @@ def check_theory(c: Checker) -> None:
                   "the theory model needs one client per graph node")
 
 
+@section_validator
+def check_weight_distance(c: Checker) -> None:
+    """Paper A's Table 5: clients of the partitions, a local schedule, and grids of existing FL cells."""
+    from dssl.config.grids import grid_cells, weight_distance_cells
+
+    section = c.section("weight_distance", required=False)
+    if not section:
+        return
+    path = "weight_distance"
+    c.unknown_keys(section, {"clients", "train", "grids"}, path)
+    clients = section.get("clients")
+    if not isinstance(clients, list) or len(clients) < 2 or not all(_is_index(x) for x in clients):
+        c.add(f"{path}.clients", "must be a list of at least two client indices (integers >= 0)",
+              "paper A compares clients 1 and 100: [0, <clients - 1>]")
+        clients = []
+    train = c.mapping(section.get("train"), f"{path}.train")
+    if train is not None:
+        c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
+        _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size"))
+    grids = c.mapping(section.get("grids"), f"{path}.grids") or {}
+    fl_cells = set(grid_cells(c.params, "fl"))
+    partitions = c.params.get("partitions") or {}
+    for name, grid in grids.items():
+        where = f"{path}.grids.{name}"
+        if c.mapping(grid, where) is None:
+            continue
+        c.unknown_keys(grid, {"models", "partitions", "strategies"}, where)
+        for key in ("models", "partitions", "strategies"):
+            _name_list(c, grid, key, c.params.get(key) or {}, where, key)
+    for model, partition, strategy in weight_distance_cells(c.params):
+        if (model, partition, strategy) not in fl_cells:
+            c.add(path, f"cell {model} / {partition} / {strategy} is not an FL cell of pretrain.fl.grids",
+                  "Table 5 compares local models with an FL cell's global model: add the cell to an FL grid")
+        count = (partitions.get(partition) or {}).get("clients")
+        if isinstance(count, int) and any(x >= count for x in clients):
+            c.add(f"{path}.clients", f"{clients} names a client beyond the {count} clients of partition {partition!r}")
+
+
+def _is_index(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 KNOWN_SECTIONS = {"profile", "seeds", "datasets", "partitions", "graphs", "improved_graphs", "models", "strategies",
-                  "pretrain", "evaluate", "report", "theory"}
+                  "pretrain", "evaluate", "report", "theory", "weight_distance"}
 
 
 @section_validator

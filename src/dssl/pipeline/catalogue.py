@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from dssl.config.grids import grid_cells
+from dssl.config.grids import grid_cells, weight_distance_cells
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 
 Fields = dict[str, str]
@@ -115,6 +115,11 @@ def _decl_cells(params: dict) -> list[Fields]:
             for m, g, s in grid_cells(params, "decl")]
 
 
+def _weight_distance_cells(params: dict) -> list[Fields]:
+    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"]}
+            for m, p, s in weight_distance_cells(params)]
+
+
 def _central_cells(params: dict) -> list[Fields]:
     return [{"model": m, "dataset": params["pretrain"]["dataset"]}
             for m in _section(params, "pretrain", "central").get("models", [])]
@@ -170,8 +175,9 @@ def _code_outputs(params: dict) -> list[str]:
 
 
 def _report_inputs(params: dict) -> list[str]:
-    """Every evaluation result folder, and the theory summary when the theory stage runs."""
-    evaluations = [kind for kind in KINDS if kind.name.startswith("evaluate_")]
+    """Every evaluation result folder, every weight-distance folder (Table 5), and the theory summary
+    when the theory stage runs."""
+    evaluations = [kind for kind in KINDS if kind.name.startswith("evaluate_") or kind.name == "weight_distance"]
     results = [out.rstrip("/").format(**fields) for kind in evaluations
                for fields in kind.grid(params) for out in kind.outputs(params)]
     return results + (["reports/theory"] if params.get("theory") else [])
@@ -248,6 +254,14 @@ KINDS: tuple[StageKind, ...] = (
               grid=_central_cells, params=_pretrain_params("central"),
               inputs=_const("data/prepared/{dataset}"),
               outputs=_const("models/central/{model}/"), training=True),
+    StageKind("weight_distance", "weight_distance:run", ("model", "partition", "strategy"),
+              "Paper A's Table 5: two clients trained alone against an FL cell's global model, every seed.",
+              grid=_weight_distance_cells,
+              params=_const("models.{model}", "pretrain.dataset", "pretrain.image_size", "pretrain.optimizers",
+                            "weight_distance.clients", "weight_distance.train", "seeds"),
+              inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}",
+                            "models/fl/{model}/{partition}/{strategy}"),
+              outputs=_const("models/local/{model}/{partition}/{strategy}/"), training=True),
     StageKind("evaluate_fl", "evaluate:run_fl", ("model", "partition", "strategy"),
               "Evaluate an FL cell: every downstream dataset, protocol and seed.",
               grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl", ("strategies.{strategy}",)),
