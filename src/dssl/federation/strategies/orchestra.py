@@ -102,6 +102,8 @@ class OrchestraStrategy(Strategy):
 
     def client_upload(self, client_id: int, method: nn.Module, local_state: dict,
                       ctx: ClientContext) -> Upload:
+        if ctx.data.num_samples == 0:  # nothing to cluster: the client sends its weights only
+            return super().client_upload(client_id, method, local_state, ctx)
         self._fill_memory_once(method, ctx)
         centroids = method.local_centroids(ctx.generator)
         upload = super().client_upload(client_id, method, local_state, ctx)
