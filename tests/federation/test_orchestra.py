@@ -10,7 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dssl.federation import ClientData, FLConfig, FLSimulator, OptimizerConfig, create_strategy
+from dssl.federation import (ClientData, DecLConfig, DecLSimulator, FLConfig, FLSimulator, OptimizerConfig,
+                             create_strategy)
 from dssl.federation.strategies.orchestra import LOCAL_CENTROIDS, fit_global_centroids
 from dssl.methods import create_method
 from dssl.methods.orchestra import cluster_loss, local_clustering, rotate_batch
@@ -102,7 +103,8 @@ def test_loss_is_the_clustering_cross_entropy_plus_the_rotation_loss():
 
 def test_gradient_reaches_the_online_networks_only_and_the_target_follows_by_ema():
     method = orchestra()
-    method.training_loss(torch.rand(BATCH, 1, SIZE, SIZE), generator=torch.Generator().manual_seed(0))["loss"].backward()
+    out = method.training_loss(torch.rand(BATCH, 1, SIZE, SIZE), generator=torch.Generator().manual_seed(0))
+    out["loss"].backward()
     for module in (method.encoder, method.projector, method.rotation_head):
         assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in module.parameters())
     for module in (method.target_encoder, method.target_projector):
@@ -128,7 +130,8 @@ def test_memory_is_a_fifo_of_target_projections_filled_without_touching_the_targ
         assert torch.equal(value, statistics[key]), key
     assert method.client_state_keys() == ["memory"]  # the default target is shared (stateless clients)
     local = orchestra(local_target=True)
-    assert "memory" in local.client_state_keys() and any(k.startswith("target_encoder.") for k in local.client_state_keys())
+    kept = local.client_state_keys()
+    assert "memory" in kept and any(k.startswith("target_encoder.") for k in kept)
 
 
 def test_bad_options_fail_loudly():
@@ -140,6 +143,11 @@ def test_bad_options_fail_loudly():
         create_strategy("orchestra", server_steps=-1)
     with pytest.raises(ValueError, match="method 'orchestra'"):
         create_strategy("orchestra").setup(create_method("simsiam", "cnn_small", SIZE, 1))
+    images = helper.tiny_images(num=CLIENTS * PER_CLIENT, size=SIZE)
+    clients = [ClientData(images, np.arange(i * PER_CLIENT, (i + 1) * PER_CLIENT)) for i in range(CLIENTS)]
+    with pytest.raises(ValueError, match="runs in fl, not decl"):  # before any training
+        DecLSimulator(orchestra(), clients, create_strategy("orchestra"), np.full((3, 3), 1 / 3),
+                      DecLConfig(rounds=1, batch_size=BATCH))
 
 
 # -- runs ---------------------------------------------------------------------------------------
