@@ -109,3 +109,25 @@ def test_byol_target_is_local_and_starts_from_the_received_online_network():
     for key in method.part_keys("target"):
         assert torch.equal(start[key], start[method.online_key_of(key)]), key
     assert not set(method.part_keys("target")) & set(strategy.shared_keys)
+
+
+def test_orchestra_projection_memory_stays_with_its_client():
+    from dssl.federation.strategies.orchestra import OrchestraStrategy
+
+    class RecordingOrchestra(Recording, OrchestraStrategy):
+        pass
+
+    torch.manual_seed(0)
+    method = create_method("orchestra", "cnn_small", 8, 1, num_global_centroids=4, num_local_centroids=2,
+                           memory_size=6, proj_hidden_dim=8, proj_output_dim=4)
+    strategy = RecordingOrchestra(server_steps=5)
+    simulator = simulate("fl", method, strategy, rounds=3)
+    result = simulator.run()
+    assert memory_keys(method) == ["memory"] and "memory" not in strategy.shared_keys
+    assert all("memory" not in state for state in result.global_states)
+    for client in range(CLIENTS):
+        for rnd in (0, 1):  # the client resumes exactly the memory it ended its last round with
+            assert torch.equal(strategy.starts[rnd + 1, client]["memory"], strategy.uploads[rnd, client]["memory"])
+        assert torch.equal(simulator.local_states[client][LOCAL_MODEL]["memory"], strategy.uploads[2, client]["memory"])
+    ends = [strategy.uploads[2, c]["memory"] for c in range(CLIENTS)]
+    assert not torch.equal(ends[0], ends[1]) and not torch.equal(ends[1], ends[2])

@@ -13,6 +13,7 @@ PAIRS = [
     ("byol", "cnn_small"),
     ("simclr", "vit_small"),
     ("moco", "cnn_small"),
+    ("orchestra", "cnn_small"),
 ]
 
 
@@ -59,7 +60,7 @@ def test_hparams_are_resolved_and_overridable():
 
 
 def test_unknown_names_list_the_known_ones():
-    with pytest.raises(KeyError, match="known: byol, mae, mae_cnn, moco, simclr, simsiam"):
+    with pytest.raises(KeyError, match="known: byol, mae, mae_cnn, moco, orchestra, simclr, simsiam"):
         create_method("dino", "cnn_small", 16, 1)
     with pytest.raises(ValueError, match="known: cnn_small"):
         create_method("simsiam", "resnet50", 16, 1)

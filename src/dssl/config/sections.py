@@ -154,7 +154,7 @@ def check_graphs(c: Checker) -> None:
 
 # Registry names the training sections may use. Kept here so validation never imports torch; a test
 # keeps each set equal to its registry (dssl.methods.METHODS, dssl.models.BACKBONES, ...).
-METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco"}
+METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco", "orchestra"}
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
 PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "random")

@@ -287,6 +287,8 @@ class Simulator:
         for key in sorted({k for r in trained for k in r.losses}):
             values = [r.losses[key] for r in trained if key in r.losses]
             record[key] = float(np.mean(values))
+        if not trained:  # no client trained (Orchestra's round 0 only clusters): no loss to report
+            record["loss"] = float("nan")
         images = sum(r.images for r in results)
         record.update(clients=len(results), steps=sum(r.steps for r in results), images=images,
                       train_time_s=self._train_time, wall_time_s=wall, images_per_s=images / wall, **extras)
@@ -311,7 +313,7 @@ class Simulator:
         result = train_client(
             self.method, self.optimizer, data,
             lambda images: self.strategy.client_loss(self.method, images, ctx),
-            epochs=self.config.local_epochs, batch_size=self.config.batch_size, drop_last=self.config.drop_last,
+            epochs=self.config.local_epochs if self.strategy.trains(ctx) else 0, batch_size=self.config.batch_size, drop_last=self.config.drop_last,
             shuffle_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.SHUFFLE)),
             augment_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.AUGMENT),
                                               self.device),

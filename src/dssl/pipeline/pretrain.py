@@ -13,6 +13,7 @@ equal those of an uninterrupted run. The outputs are written only when every see
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -78,9 +79,12 @@ class Cell:
 
 def summary_metrics(result) -> dict[str, float]:
     rounds = result.metrics
+    # Orchestra's round 0 only initialises its centroids: no step, no loss (NaN); the first loss is the
+    # first round that trained.
+    trained = [float(r["loss"]) for r in rounds if math.isfinite(float(r["loss"]))] or [math.nan]
     return {
         "final_loss": float(rounds[-1]["loss"]),
-        "first_loss": float(rounds[0]["loss"]),
+        "first_loss": trained[0],
         "train_seconds": float(sum(r["train_time_s"] for r in rounds)),
         "images_per_s": float(sum(r["images"] for r in rounds) / max(sum(r["train_time_s"] for r in rounds), 1e-9)),
         "resumed_rounds": float(result.resumed_rounds),

@@ -5,7 +5,7 @@ Importing this package registers every strategy; a new strategy is one module wi
 """
 
 from dssl.federation.strategies import fedavg  # noqa: F401  (registration)
-from dssl.federation.strategies import featarc, fedema, fedssl, fedu, ldawa, mar  # noqa: F401  (registration)
+from dssl.federation.strategies import featarc, fedema, fedssl, fedu, ldawa, mar, orchestra  # noqa: F401  (registration)
 from dssl.federation.strategies.base import (
     LOCAL_MODEL,
     STRATEGIES,

@@ -9,6 +9,7 @@ hook                   question (default = FedAvg / paper A's FL and DecL baseli
 =====================  =====================================================================
 initial_global_states  how many global models, initialised how (one: the initial model)
 select_global          which global model a client starts from (0; FeatARC picks a cluster)
+trains                 whether the client trains this round (yes; Orchestra's round 0 only clusters)
 client_update_start    the state a client trains from, given the global and its local state
                        (replace everything, except the local keys the client keeps once it has
                        them; FedEMA blends, FedU keeps the predictor when it diverges)
@@ -183,6 +184,10 @@ class Strategy:
             if key in state and online in start:
                 state[key] = start[online]
         return state
+
+    def trains(self, ctx: ClientContext) -> bool:
+        """Whether the client runs its local epochs this round (otherwise it only uploads)."""
+        return True
 
     def client_loss(self, method: nn.Module, images: torch.Tensor,
                     ctx: ClientContext) -> Mapping[str, torch.Tensor]:
