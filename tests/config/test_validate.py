@@ -252,3 +252,16 @@ def test_schedule_overrides_are_checked_per_framework(good: dict) -> None:
     assert problems["strategies.fedavg.train.rounds"] == "must be >= 1, got 0"
     assert "which decl training does not have" in problems["pretrain.decl.grids.fig2a.strategies[0]"]
     assert problems["strategies.fedmar.train.clients_per_round"].startswith("11 > the 10 clients")
+
+
+def test_weight_distance_section_is_checked_against_the_fl_grids_and_partitions(good: dict) -> None:
+    good["weight_distance"]["clients"] = [0, 12]
+    good["weight_distance"]["grids"]["extra"] = {"models": ["mae-cnn"], "partitions": ["fl-2class"],
+                                                 "strategies": ["fedavg"]}
+    good["weight_distance"]["train"]["rounds"] = 3
+    problems = problems_of(good)
+    assert problems["weight_distance.clients"] == "[0, 12] names a client beyond the 5 clients of partition 'fl-2class'"
+    assert problems["weight_distance"] == "cell mae-cnn / fl-2class / fedavg is not an FL cell of pretrain.fl.grids"
+    assert problems["weight_distance.train.rounds"] == "unknown key"
+    good["weight_distance"]["clients"] = [3]
+    assert "at least two client indices" in problems_of(good)["weight_distance.clients"]

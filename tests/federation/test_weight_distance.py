@@ -36,3 +36,15 @@ def test_pairs_and_errors():
         weight_distance(a, {"w": b["w"]}, keys=["w", "b"])
     with pytest.raises(ValueError, match="shape"):
         weight_distance(a, {**b, "w": torch.zeros(3)})
+
+
+def test_table5_rows_of_one_seed_are_every_pair_of_locals_and_global():
+    from dssl.pipeline.weight_distance import seed_distances
+
+    global_ = {"w": torch.zeros(2, 2), "b": torch.zeros(2)}
+    first = {"w": torch.full((2, 2), 1.0), "b": torch.zeros(2)}        # ||.|| = 2
+    last = {"w": torch.zeros(2, 2), "b": torch.tensor([3.0, 4.0])}     # ||.|| = 5
+    rows = seed_distances(global_, {0: first, 9: last})
+    assert list(rows) == ["local 1 vs local 10", "local 1 vs global", "local 10 vs global"]
+    assert rows["local 1 vs global"] == pytest.approx(2.0) and rows["local 10 vs global"] == pytest.approx(5.0)
+    assert rows["local 1 vs local 10"] == pytest.approx(2.0 + 5.0)      # summed over the two tensors

@@ -53,6 +53,11 @@ def model_dir(framework: str, cell: str) -> Path:
     return MODELS / framework / cell
 
 
+def local_model_dir(cell: str) -> Path:
+    """The clients trained alone for paper A's Table 5, and their distances, of one FL cell, every seed."""
+    return MODELS / "local" / cell
+
+
 def metrics_dir(framework: str, cell: str) -> Path:
     """All evaluation results of one pretrained cell (or random-init backbone), every seed."""
     return METRICS / framework / cell

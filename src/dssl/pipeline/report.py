@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import METRICS
+from dssl.pipeline.layout import METRICS, local_model_dir
 
 REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
@@ -64,6 +64,7 @@ def run(params_path: Path | str) -> Path:
         "dataset": report.get("dataset", params["evaluate"]["datasets"][0]),
         "settings": settings(params),
         "theory": theory,
+        "weight_distances": local_model_dir(""),   # every weight_distance output (Table 5)
     }
     # Build everything in a scratch folder first: a failure leaves the previous report intact.
     build = REPORTS / ".report-build"

@@ -24,16 +24,12 @@ from functools import partial
 from pathlib import Path
 
 from dssl.pipeline.common import Stage, StageError, atomic_dir
-from dssl.pipeline.layout import CHECKPOINTS, MODELS, cell_path, model_dir, partition_dir, prepared_dir, seed_dir
+from dssl.pipeline.layout import CHECKPOINTS, cell_path, local_model_dir, model_dir, partition_dir, prepared_dir, seed_dir
 from dssl.pipeline.pretrain import build_method, optimizer_config
 from dssl.pipeline.workers import run_tasks
 from dssl.tracking import StageRecord
 
 FORM = "layerwise_sum"   # paper A: the sum over layers of the l2 norm of the difference
-
-
-def local_dir(model: str, partition: str, strategy: str) -> Path:
-    return MODELS / "local" / cell_path(model, partition, strategy)
 
 
 def client_label(client: int) -> str:
@@ -99,7 +95,7 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
     tasks = [(seed, client) for seed in stage.seeds for client in clients]
     trained = run_tasks(partial(_train_local, stage.stage_name, params, model, partition), tasks)
     by_task = {task: result for task, (result, _) in zip(tasks, trained)}
-    out = local_dir(model, partition, strategy)
+    out = local_model_dir(cell_path(model, partition, strategy))
     read = {"models": {model: params["models"][model]}, "weight_distance": {
         k: params["weight_distance"][k] for k in ("clients", "train")}, "seeds": params["seeds"]}
     records = []

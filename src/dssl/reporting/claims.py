@@ -26,8 +26,9 @@ RANDOM = "random"   # the evaluate framework of randomly initialised backbones
 class Finding:
     """One checked claim: what the paper claims, about which cells, the verdict and its evidence.
 
-    ``difference`` is the paired per-seed difference (accuracy as a fraction) the verdict rests on, in
-    the direction ``detail`` names; None for untestable claims, whose ``detail`` says why.
+    ``difference`` is the paired per-seed difference the verdict rests on, in the direction ``detail``
+    names; None for untestable claims, whose ``detail`` says why. ``unit``: "pp" for accuracies (the
+    difference is a fraction, printed x 100), any other unit is printed as measured (Table 5's distances).
     """
 
     section: str
@@ -36,15 +37,20 @@ class Finding:
     verdict: str
     difference: Interval | None
     detail: str
+    unit: str = "pp"
+
+    @property
+    def scale(self) -> float:
+        return 100.0 if self.unit == "pp" else 1.0
 
     def evidence(self) -> str:
-        """The difference in percentage points with its 95 % interval, e.g. "-1.70 [-3.10, -0.30] pp"."""
+        """The difference with its 95 % interval, e.g. "-1.70 [-3.10, -0.30] pp"."""
         if self.difference is None:
             return self.detail
-        d = self.difference
+        d, k = self.difference, self.scale
         if not d.defined:
-            return f"{self.detail}: {100 * d.mean:+.2f} pp (one seed, no interval)"
-        return f"{self.detail}: {100 * d.mean:+.2f} [{100 * d.low:+.2f}, {100 * d.high:+.2f}] pp"
+            return f"{self.detail}: {k * d.mean:+.2f} {self.unit} (one seed, no interval)"
+        return f"{self.detail}: {k * d.mean:+.2f} [{k * d.low:+.2f}, {k * d.high:+.2f}] {self.unit}"
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, expected_sign: int) -> tuple[Interval, str]:

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dssl.reporting.claims import ALL_VERDICTS, Finding
-from dssl.reporting.results import load_results
+from dssl.reporting.results import load_results, load_weight_distances
 from dssl.reporting.sections import FOLDER, ReportContext, SectionOutput, create_section
 from dssl.reporting.tables import dataset_name, load_paper_numbers, markdown_table
 
@@ -70,15 +70,16 @@ def claims_summary(findings: list[Finding]) -> str:
 
 
 def findings_frame(outputs: list[SectionOutput]) -> pd.DataFrame:
-    """Every finding as one CSV row: section, claim, cells, verdict, paired difference (pp) and interval."""
+    """Every finding as one CSV row: section, claim, cells, verdict, paired difference with its interval
+    in the finding's unit (pp for accuracies), seeds."""
     rows = [{"section": f.section, "claim": f.claim, "cells": f.subject, "verdict": f.verdict,
-             "difference_pp": 100 * f.difference.mean if f.difference else None,
-             "low_pp": 100 * f.difference.low if f.difference else None,
-             "high_pp": 100 * f.difference.high if f.difference else None,
-             "n_seeds": f.difference.n if f.difference else None, "detail": f.detail}
+             "difference": f.scale * f.difference.mean if f.difference else None,
+             "low": f.scale * f.difference.low if f.difference else None,
+             "high": f.scale * f.difference.high if f.difference else None,
+             "unit": f.unit, "n_seeds": f.difference.n if f.difference else None, "detail": f.detail}
             for out in outputs for f in out.findings]
-    return pd.DataFrame(rows, columns=["section", "claim", "cells", "verdict", "difference_pp", "low_pp",
-                                       "high_pp", "n_seeds", "detail"])
+    return pd.DataFrame(rows, columns=["section", "claim", "cells", "verdict", "difference", "low", "high", "unit",
+                                       "n_seeds", "detail"])
 
 
 def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping[str, Mapping[str, Any] | None],
@@ -86,11 +87,14 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
     """Load the results; write README.md and, in ``FOLDER``, claims.csv and each section's CSV and figures.
 
     ``context``: ``profile``, ``dataset`` (downstream dataset the tables show); optional ``settings``,
-    ``theory`` (Markdown) and ``paper`` (paper numbers; default the packaged ones). Returns written paths.
+    ``theory`` (Markdown), ``paper`` (paper numbers; default the packaged ones) and ``weight_distances``
+    (the folder of the weight_distance stages' outputs). Returns written paths.
     """
+    distances = context.get("weight_distances")
     ctx = ReportContext(results=load_results(results_dir), profile=context["profile"], dataset=context["dataset"],
                         paper=context.get("paper") or load_paper_numbers(), settings=context.get("settings") or {},
-                        theory=context.get("theory"))
+                        theory=context.get("theory"),
+                        weight_distances=load_weight_distances(distances) if distances is not None else None)
     outputs = build_sections(ctx, sections)
     folder = Path(out_dir) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)

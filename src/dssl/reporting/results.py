@@ -126,3 +126,27 @@ def accuracy_by_seed(group: pd.DataFrame) -> dict[int, float]:
 def _missing_as_none(value: Any) -> Any:
     """groupby hands a None key back as NaN; the summary keeps it None like the loaded results."""
     return None if isinstance(value, float) and math.isnan(value) else value
+
+
+DISTANCE_KEYS = ("stage", "model", "partition", "strategy", "seed", "clients", "form", "distances")
+
+
+def load_weight_distances(folder: Path | str) -> pd.DataFrame:
+    """Paper A's Table 5 measurements: every ``distances.json`` under ``folder`` (the weight_distance
+    stages' outputs), one row per (cell, seed, pair of models) with its ``distance``. An absent folder
+    (no weight_distance stage in this build) gives an empty frame; a damaged file raises naming it."""
+    folder = Path(folder)
+    columns = ["model", "partition", "strategy", "seed", "pair", "distance", "form", "stage", "file"]
+    if not folder.is_dir():
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for path in sorted(folder.rglob("distances.json")):
+        record = read_json(path, DISTANCE_KEYS)
+        distances = record["distances"]
+        if not isinstance(distances, dict) or not distances or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in distances.values()):
+            raise ArtifactError(path, f"key 'distances' must map model pairs to non-negative numbers, got {distances!r}")
+        rows += [{"model": record["model"], "partition": record["partition"], "strategy": record["strategy"],
+                  "seed": int(record["seed"]), "pair": pair, "distance": float(value), "form": record["form"],
+                  "stage": record["stage"], "file": str(path)} for pair, value in distances.items()]
+    return pd.DataFrame(rows, columns=columns)

@@ -5,7 +5,7 @@ Importing this package registers every section; a new table is one module with a
 ``report.sections`` of params.yaml.
 """
 
-from dssl.reporting.sections import comparison, fig2a, notes, pretraining_gain, table1  # noqa: F401  (registration)
+from dssl.reporting.sections import comparison, fig2a, notes, pretraining_gain, table1, table5  # noqa: F401  (registration)
 from dssl.reporting.sections.base import (
     FOLDER,
     SECTIONS,

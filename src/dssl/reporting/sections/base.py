@@ -35,6 +35,7 @@ class ReportContext:
     paper: Mapping[str, Any]
     settings: Mapping[str, Any] = field(default_factory=dict)
     theory: str | None = None
+    weight_distances: pd.DataFrame | None = None   # paper A's Table 5 (``results.load_weight_distances``)
 
 
 @dataclass

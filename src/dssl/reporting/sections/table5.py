@@ -1,0 +1,127 @@
+"""Paper A's Table 5: the weight distance between local-only models and the FL global model.
+
+Paper A (appendix A.3.1, Table 5) trains two local models on the data of clients 1 and 100 alone and a
+global model with FL, and reports the sum over layers of the l2 distance between their weights: MIM's
+(MAE's, MAR's) models lie closer to each other and to the global model than CL's (SimSiam's). The
+``weight_distance`` stages measure it per seed (``pipeline/weight_distance.py``); this section prints
+mean +- 95 % seed interval per (pair of models, column) and checks the claim on paired per-seed
+differences: for each ``closer`` entry ``A: B``, column A's distance is below column B's, pair by pair.
+Distances compare encoder tensors, so only columns on one backbone compare (SimSiam vs MAE on the CNN,
+MAE vs MAR on the ViT). A claim is tested only where both columns' FL pretraining beats its random-init
+backbone on ``protocol``.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import pandas as pd
+
+from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate
+from dssl.reporting.sections.base import ReportContext, ReportSection, register_section
+from dssl.reporting.stats import paired_difference, seed_interval, verdict
+from dssl.reporting.tables import markdown_table
+
+CLAIM = "MIM's local and global models lie closer together than CL's; MAR's closer than MAE's (paper A, Table 5)"
+PAPER_KEY = "table5_weight_distance"
+
+
+@register_section("table5")
+class Table5(ReportSection):
+    """``columns``: label -> ``"<model>:<strategy>"`` (an FL cell on ``partition``); ``closer``: label A ->
+    label B where the paper finds A's distances below B's."""
+
+    title = "Table 5: weight distance between local and global models"
+
+    def __init__(self, columns: Mapping[str, str], partition: str = "fl-label",
+                 closer: Mapping[str, str] | None = None, protocol: str = "finetune") -> None:
+        if not columns:
+            raise ValueError("columns (label -> '<model>:<strategy>') must be non-empty")
+        self.columns = {label: tuple(str(spec).split(":", 1)) for label, spec in columns.items()}
+        bad = [label for label, spec in self.columns.items() if len(spec) != 2 or not all(spec)]
+        if bad:
+            raise ValueError(f"columns {bad} must read '<model>:<strategy>'")
+        self.closer = dict(closer or {})
+        unknown = sorted({*self.closer, *self.closer.values()} - set(self.columns))
+        if unknown:
+            raise ValueError(f"closer names columns {unknown} that are not among {sorted(self.columns)}")
+        self.partition, self.protocol = partition, protocol
+
+    def _distances(self, ctx: ReportContext, label: str) -> pd.DataFrame:
+        model, strategy = self.columns[label]
+        frame = ctx.weight_distances if ctx.weight_distances is not None else pd.DataFrame(
+            columns=["model", "partition", "strategy"])
+        return frame[(frame["model"] == model) & (frame["partition"] == self.partition)
+                     & (frame["strategy"] == strategy)]
+
+    def data(self, ctx: ReportContext) -> pd.DataFrame:
+        rows = []
+        for label in self.columns:
+            cell = self._distances(ctx, label)
+            for pair, group in cell.groupby("pair", sort=False):
+                interval = seed_interval(group["distance"].tolist())
+                rows.append({"row": pair, "column": label, "model": self.columns[label][0],
+                             "strategy": self.columns[label][1], "partition": self.partition, "mean": interval.mean,
+                             "ci": interval.half_width, "n": interval.n, "stages": ", ".join(sorted(set(group["stage"])))})
+        return pd.DataFrame(rows)
+
+    def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
+        gate = PretrainingGate(ctx.results)
+        found = []
+        for near, far in self.closer.items():
+            near_cell, far_cell = self._distances(ctx, near), self._distances(ctx, far)
+            if near_cell.empty or far_cell.empty:
+                continue
+            blocked = self._gate(ctx, gate, (near, far))
+            for pair in dict.fromkeys(near_cell["pair"]):
+                subject = f"{pair}: {near} vs {far}"
+                if blocked:
+                    found.append(Finding(self.name, CLAIM, subject, UNTESTABLE, None, blocked))
+                    continue
+                by_seed = {label: dict(zip(c[c["pair"] == pair]["seed"], c[c["pair"] == pair]["distance"]))
+                           for label, c in ((near, near_cell), (far, far_cell))}
+                diff = paired_difference(by_seed[far], by_seed[near])
+                found.append(Finding(self.name, CLAIM, subject, verdict(diff, +1), diff, f"{far} - {near}",
+                                     unit="l2 distance"))
+        return found
+
+    def _gate(self, ctx: ReportContext, gate: PretrainingGate, labels: tuple[str, ...]) -> str | None:
+        results = ctx.results
+        cells = {}
+        for label in labels:
+            model, strategy = self.columns[label]
+            cells[label] = results[(results["framework"] == "fl") & (results["model"] == model)
+                                   & (results["strategy"] == strategy) & (results["partition"] == self.partition)
+                                   & (results["protocol"] == self.protocol)]
+            if cells[label].empty:
+                return f"untestable: no FL {self.protocol} result of {model} / {strategy} on {self.partition}"
+        return gate.untestable(cells)
+
+    def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
+        cells = {(r.row, r.column): _distance_text(r.mean, r.ci, r.n) for r in data.itertuples()}
+        rows = list(dict.fromkeys(data["row"]))
+        measured = pd.DataFrame({label: [cells.get((row, label), "") for row in rows] for label in self.columns},
+                                index=pd.Index(rows, name="l2 distance (sum over layers)"))
+        parts = [f"Encoder weights of two clients of {self.partition} trained alone (from the FL run's initial "
+                 "weights) against each other and against the FL cell's global model; mean ± 95 % interval over "
+                 "seeds [n]. Columns (model : strategy): "
+                 + "; ".join(f"{label} = {m} : {s}" for label, (m, s) in self.columns.items())
+                 + ". A client that trains alone has no z̄ to align to, so MAR's local models are MAE's and its "
+                 "column differs from MAE's through the global model only. Distances of different backbones "
+                 "do not compare.", "**Measured (this pipeline)**", markdown_table(measured)]
+        paper = ctx.paper.get(PAPER_KEY)
+        if paper:
+            parts += ["**Paper A, Table 5** (ViT-Base scale models on Mini-ImageNet, 100 clients, alpha 0.1)",
+                      markdown_table(pd.DataFrame(paper["rows"], index=paper["columns"]).T.rename_axis("pair"))]
+        parts.append(f"**Claim check**: {CLAIM} (paired by seed; tested only where both FL pretrainings beat "
+                     f"random init on {self.protocol})\n\n"
+                     + ("\n".join(f"- {f.subject}: **{f.verdict}** — {f.evidence()}" for f in findings)
+                        or "- no 'closer' comparison has both columns in this build"))
+        return "\n\n".join(parts)
+
+    def empty_text(self) -> str:
+        return f"No weight_distance results on {self.partition} in this build."
+
+
+def _distance_text(mean: float, ci: float, n: int) -> str:
+    return f"{mean:.2f} ± {ci:.2f} [{n}]" if ci == ci else f"{mean:.2f} [{n}]"
