@@ -87,6 +87,12 @@ def check_results_and_table(root: Path, params: dict) -> None:
             assert f"{cell['mean']:.2f}" in readme
     claims = pd.read_csv(root / "reports/sections/claims.csv")
     assert len(claims) and set(claims["verdict"]) <= {"supported", "contradicted", "inconclusive", "untestable"}
+    # parameter counts travel from the pretraining into every pretrained cell's results (Table 2's sizes)
+    assert all(r["method_parameters"] > r["encoder_parameters"] > 0 for r in results if r["framework"] == "fl")
+    # Table 5: the weight_distance stages' distances, one row per (pair of models, column)
+    distances = pd.read_csv(root / "reports/sections/table5.csv")
+    assert set(distances["row"]) == {"local 1 vs local 4", "local 1 vs global", "local 4 vs global"}
+    assert (distances["mean"] > 0).all() and set(distances["n"]) == {len(params["seeds"])}
 
 
 def test_dvc_then_snakemake(tmp_path: Path) -> None:

@@ -129,3 +129,19 @@ def test_byol_collapsing_without_stop_gradient_contradicts_and_weak_pretraining_
 def test_stop_gradient_options_are_checked():
     with pytest.raises(ValueError, match="not among"):
         create_section("fedssl_stop_gradient", {**STOP_GRADIENT, "works_without": ["MoCo"]})
+
+
+def test_table2_prints_each_rows_parameter_counts(tmp_path):
+    records = []
+    for seed, noise in enumerate(NOISE):
+        for model, strategy, acc, size in (("fedmar-vit", "fedmar", 0.84, 2_500_000), ("byol-cnn", "fedema", 0.80, 1_200_000)):
+            records.append(result("fl", model.split("-")[0], "cnn_small", "dirichlet_balanced", test_acc=acc + noise,
+                                  seed=seed, strategy=strategy, model=model, method_parameters=size,
+                                  encoder_parameters=400_000))
+        records.append(result("random", None, "cnn_small", None, test_acc=0.5 + noise, seed=seed))
+    section = create_section("table2", {"model": "fedmar-vit", "columns": {"cifar100": "fl-label"},
+                                        "rows": {"fedema_r18": "byol-cnn:fedema", "fedmar_r18": "fedmar"}})
+    out = section.render(context(tmp_path, records))
+    sizes = section.sizes(out.data, context(tmp_path, records))
+    assert sizes.loc["fedema_r18", "method (M)"] == "1.200" and sizes.loc["fedmar_r18", "encoder (M)"] == "0.400"
+    assert "Model sizes" in out.markdown and out.findings[0].verdict == "supported"

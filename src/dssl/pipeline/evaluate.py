@@ -40,6 +40,17 @@ class Subject:
     def weights(self, seed: int) -> Path | None:
         return model_dir(self.framework, self.cell) / seed_dir(seed) / "encoder.pt" if self.pretrained else None
 
+    def parameter_counts(self, seed: int, encoder) -> dict[str, int | None]:
+        """Parameters of the evaluated encoder and of the whole pretrained method (heads, predictor, target
+        networks: what paper A's Table 2 counts), the latter from the pretraining's history.json."""
+        from dssl.artifacts import read_json
+
+        method = None
+        if self.pretrained:
+            history = model_dir(self.framework, self.cell) / seed_dir(seed) / "history.json"
+            method = (read_json(history, ()).get("parameters") or {}).get("method") if history.is_file() else None
+        return {"encoder_parameters": sum(p.numel() for p in encoder.parameters()), "method_parameters": method}
+
 
 @lru_cache(maxsize=4)
 def _downstream(dataset: str, size: int):
@@ -76,11 +87,12 @@ def _evaluate_task(subject: Subject, params: dict, task: tuple[int, str, str]) -
     size = params["pretrain"]["image_size"]
     train, test = _downstream(dataset, size)
     encoder = _encoder(subject.backbone, size, train.image_shape[0], subject.weights(seed), seed)
+    sizes = subject.parameter_counts(seed, encoder)
     if subject.pretrained:
         reestimate_batchnorm(encoder, train)
     result = evaluate(protocol, encoder, train, test, dict(params["evaluate"][protocol]), seed)
     return {
-        **subject.describe, "backbone": subject.backbone, "family": backbone_family(subject.backbone),
+        **subject.describe, **sizes, "backbone": subject.backbone, "family": backbone_family(subject.backbone),
         "dataset": dataset, "protocol": protocol, "seed": seed, "n_test": len(test),
         "test_acc": float(result["test_acc"]), "val_acc": float(result["val_acc"]),
         "selected": {k: v for k, v in result.items() if k not in ("test_acc", "val_acc")},

@@ -101,7 +101,10 @@ def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict)
     torch.save(method.state_dict(), folder / "model.pt")
     torch.save(method.encoder.state_dict(), folder / "encoder.pt")
     # final_model_index: which global model was saved (FL: the strategy's choice, FeatARC's cluster; else 0)
-    history = {"stage": cell.stage, "seed": seed, "params": cell.read, **extra, "schedule": result.schedule,
+    parameters = {"method": sum(p.numel() for p in method.parameters()),
+                  "encoder": sum(p.numel() for p in method.encoder.parameters())}
+    history = {"stage": cell.stage, "seed": seed, "params": cell.read, **extra, "parameters": parameters,
+               "schedule": result.schedule,
                "rounds": result.metrics, "resumed_rounds": result.resumed_rounds,
                "final_model_index": result.final_index}
     (folder / "history.json").write_text(json.dumps(history, indent=1, sort_keys=True, default=float) + "\n")

@@ -25,7 +25,8 @@ REQUIRED_KEYS = (
     "dataset", "protocol", "test_acc", "val_acc", "seed", "stage", "mlflow_run_id",
 )
 # Keys of newer result files; older files read as these defaults.
-OPTIONAL_KEYS: dict[str, Any] = {"n_test": None, "strategy": None, "strategy_config": None}
+OPTIONAL_KEYS: dict[str, Any] = {"n_test": None, "strategy": None, "strategy_config": None,
+                                  "encoder_parameters": None, "method_parameters": None}
 SUMMARY_COLUMNS = ["mean", "ci", "n", "test_ci", "runs"]
 
 

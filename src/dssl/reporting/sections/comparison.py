@@ -213,6 +213,28 @@ class Table2(StrategyComparison):
     intro = ("Paper A's Table 2 compares FedMAR with FedU, FedEMA, Orchestra, FeatARC, L-DAWA and FedU2 "
              "(100 clients, alpha 0.1); label rows with its keys (e.g. fedmar_r18, fedema_r18) to print its values.")
 
+    def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
+        sizes = self.sizes(data, ctx)
+        text = super().markdown(data, findings, ctx)
+        if sizes.empty:
+            return text
+        return (f"{text}\n\n**Model sizes (this pipeline)**, millions of parameters: the whole pretrained model "
+                "(encoder, heads, predictor, target networks: what the paper's Params column counts) and the "
+                "encoder the protocols evaluate.\n\n" + markdown_table(sizes))
+
+    def sizes(self, data: pd.DataFrame, ctx: ReportContext) -> pd.DataFrame:
+        """Per row: its model and parameter counts (M), read from the evaluation results."""
+        results, rows = ctx.results, []
+        for row, model in dict(zip(data["row"], data["model"])).items():
+            runs = results[(results["framework"] == self.framework) & (results["model"] == model)]
+            counts = {key: next((float(v) for v in runs[key] if v is not None and v == v), None)
+                      for key in ("method_parameters", "encoder_parameters")}
+            if counts["method_parameters"] is None and counts["encoder_parameters"] is None:
+                continue
+            rows.append({"row": row, "model": model, **{f"{k.split('_')[0]} (M)": "" if v is None else f"{v / 1e6:.3f}"
+                                                         for k, v in counts.items()}})
+        return pd.DataFrame(rows).set_index("row") if rows else pd.DataFrame()
+
 
 @register_section("fedssl_methods")
 class FedSSLMethods(StrategyComparison):
