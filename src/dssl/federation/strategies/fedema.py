@@ -28,8 +28,7 @@ from torch import nn
 
 from dssl.federation.state import StateDict
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload, register_strategy
-from dssl.federation.strategies.divergence import check_divergence, conv_weight_keys, l2_distance, mean_layer_distance
-from dssl.federation.strategies.fedssl import FedSSL
+from dssl.federation.strategies.divergence import DivergenceAware, code_divergence_keys, l2_distance
 
 SCALERS = ("auto", "constant")
 
@@ -40,48 +39,40 @@ def ema_mu(scale: float, divergence: float) -> float:
 
 
 @register_strategy("fedema")
-class FedEMA(FedSSL):
+class FedEMA(DivergenceAware):
     """Blend the client's online encoder and predictor with the global ones by a divergence-aware mu."""
 
     frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
 
     def __init__(self, aggregation: str = "uniform", scaler: str = "auto", tau: float = 0.7,
                  ema_lambda: float = 0.8, divergence: str = "paper") -> None:
-        super().__init__(aggregation)
+        super().__init__(aggregation, divergence)
         if scaler not in SCALERS:
             raise ValueError(f"unknown scaler {scaler!r}; known: {', '.join(SCALERS)}")
-        check_divergence(divergence)
         if tau <= 0 or ema_lambda < 0:
             raise ValueError(f"tau must be > 0 and ema_lambda >= 0, got tau={tau}, ema_lambda={ema_lambda}")
-        self.hparams.update(scaler=scaler, tau=float(tau), ema_lambda=float(ema_lambda), divergence=divergence)
+        self.hparams.update(scaler=scaler, tau=float(tau), ema_lambda=float(ema_lambda))
         self.lambdas: dict[str, float] = {}  # client id (str) -> autoscaled lambda_k
         self.blended_keys: tuple[str, ...] = ()
-        self.measured_keys: tuple[str, ...] = ()
 
     def setup(self, method: nn.Module) -> None:
         super().setup(method)
         self.kept_keys = tuple(method.state_dict())  # the whole model: W_k^(r-1) is blended
         self.blended_keys = self.online_keys + self.predictor_keys
         online_params = [k for k in self.online_keys if k in self.param_keys]
-        if self.hparams["divergence"] == "code":
-            shapes = {name: p.shape for name, p in method.named_parameters()}
-            self.measured_keys = tuple(conv_weight_keys(shapes, online_params))
-            if not self.measured_keys:
-                raise ValueError("divergence 'code' needs convolution weights in the encoder; use divergence: paper")
-        else:
-            self.measured_keys = tuple(online_params)
+        self.measured_keys = (code_divergence_keys(method, online_params) if self.uses_code_divergence
+                              else tuple(online_params))
 
     # -- client side ------------------------------------------------------------------------------
 
     def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
                             local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
         start = dict(super().client_update_start(client_id, global_state, local_state, ctx))
-        if self.hparams["divergence"] == "code":
-            ctx.scratch["fedema_start"] = {k: start[k].detach().clone() for k in self.measured_keys}
+        self.remember_start(start, ctx)
         kept = local_state.get(LOCAL_MODEL)
         if kept is None:
             return start  # first participation: the global model (FedSSL.first_start)
-        if self.hparams["divergence"] == "code":
+        if self.uses_code_divergence:
             divergence = float(local_state["drift"])
             if self.hparams["scaler"] == "auto" and str(client_id) not in self.lambdas and divergence > 0:
                 self.lambdas[str(client_id)] = self.hparams["tau"] / divergence
@@ -98,12 +89,6 @@ class FedEMA(FedSSL):
             return self.hparams["ema_lambda"]
         return self.lambdas.get(str(client_id), 0.0)
 
-    def client_upload(self, client_id: int, method: nn.Module, local_state: dict, ctx: ClientContext) -> Upload:
-        if self.hparams["divergence"] == "code":
-            local_state["drift"] = mean_layer_distance(ctx.scratch["fedema_start"], method.state_dict(),
-                                                       self.measured_keys)
-        return super().client_upload(client_id, method, local_state, ctx)
-
     # -- server side ------------------------------------------------------------------------------
 
     def server_step(self, global_states: list[StateDict], uploads: Sequence[Upload],
@@ -118,9 +103,6 @@ class FedEMA(FedSSL):
                 if divergence > 0:
                     self.lambdas[key] = self.hparams["tau"] / divergence
         return global_states
-
-    def gossip(self, states, mixing, uploads, round_index) -> None:
-        raise ValueError("fedema is a federated (FL) strategy: its divergence is to the server's global model")
 
     # -- checkpointing ----------------------------------------------------------------------------
 

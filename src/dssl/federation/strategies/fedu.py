@@ -22,42 +22,36 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload, register_strategy
-from dssl.federation.strategies.divergence import check_divergence, conv_weight_keys, l2_distance, mean_layer_distance
-from dssl.federation.strategies.fedssl import FedSSL
+from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, register_strategy
+from dssl.federation.strategies.divergence import DivergenceAware, code_divergence_keys, l2_distance
 
 DIVERGENCE_OF = ("encoder", "predictor")
 
 
 @register_strategy("fedu")
-class FedU(FedSSL):
+class FedU(DivergenceAware):
     """Online encoder from the global model; predictor from it only if the divergence < threshold."""
 
     frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
 
     def __init__(self, aggregation: str = "uniform", threshold: float = 0.4, divergence: str = "paper",
                  divergence_of: str = "encoder") -> None:
-        super().__init__(aggregation, update_predictor="local")
-        check_divergence(divergence)
+        super().__init__(aggregation, divergence, update_predictor="local")
         if divergence_of not in DIVERGENCE_OF:
             raise ValueError(f"unknown divergence_of {divergence_of!r}; known: {', '.join(DIVERGENCE_OF)}")
         if divergence == "code" and divergence_of != "encoder":
             raise ValueError("divergence 'code' measures the encoder's convolutions; use divergence_of: encoder")
         if threshold < 0:
             raise ValueError(f"threshold must be >= 0, got {threshold}")
-        self.hparams.update(threshold=float(threshold), divergence=divergence, divergence_of=divergence_of)
-        self.measured_keys: tuple[str, ...] = ()
+        self.hparams.update(threshold=float(threshold), divergence_of=divergence_of)
 
     def setup(self, method: nn.Module) -> None:
         super().setup(method)
         self.kept_keys = tuple(method.state_dict())  # the whole model: W_k^(r-1) for the divergence
         if not self.predictor_keys:
             raise ValueError(f"fedu updates a predictor; method {method.name!r} has none (use byol or simsiam)")
-        shapes = {name: p.shape for name, p in method.named_parameters()}
-        if self.hparams["divergence"] == "code":
-            self.measured_keys = tuple(conv_weight_keys(shapes, self.online_keys))
-            if not self.measured_keys:
-                raise ValueError("divergence 'code' needs convolution weights in the encoder; use divergence: paper")
+        if self.uses_code_divergence:
+            self.measured_keys = code_divergence_keys(method, self.online_keys)
         else:
             part = self.online_keys if self.hparams["divergence_of"] == "encoder" else self.predictor_keys
             self.measured_keys = tuple(k for k in part if k in self.param_keys)
@@ -65,8 +59,7 @@ class FedU(FedSSL):
     def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
                             local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
         start = dict(super().client_update_start(client_id, global_state, local_state, ctx))
-        if self.hparams["divergence"] == "code":
-            ctx.scratch["fedu_start"] = {k: start[k].detach().clone() for k in self.measured_keys}
+        self.remember_start(start, ctx)
         kept = local_state.get(LOCAL_MODEL)
         if kept is None:
             return start  # first participation: the global predictor (FedSSL.first_start)
@@ -80,15 +73,6 @@ class FedU(FedSSL):
 
     def divergence(self, global_state: Mapping[str, torch.Tensor], kept: Mapping[str, torch.Tensor],
                    local_state: dict) -> float:
-        if self.hparams["divergence"] == "code":
+        if self.uses_code_divergence:
             return float(local_state["drift"])
         return l2_distance(global_state, kept, self.measured_keys)
-
-    def client_upload(self, client_id: int, method: nn.Module, local_state: dict, ctx: ClientContext) -> Upload:
-        if self.hparams["divergence"] == "code":
-            local_state["drift"] = mean_layer_distance(ctx.scratch["fedu_start"], method.state_dict(),
-                                                       self.measured_keys)
-        return super().client_upload(client_id, method, local_state, ctx)
-
-    def gossip(self, states, mixing, uploads, round_index) -> None:
-        raise ValueError("fedu is a federated (FL) strategy: its divergence is to the server's global model")
