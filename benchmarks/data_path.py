@@ -2,37 +2,48 @@
 
 Setting: ``--images`` synthetic JPEGs of 224 x 224 px (smooth random colour fields plus noise, quality
 90, ``--classes`` class folders) written to a temporary folder laid out as Mini-ImageNet
-(``train/<class>/*.jpg``, plus a small ``test/``). Both sides deliver the same tensors: shuffled
-batches of ``--batch`` float32 ``[B, 3, 224, 224]`` images, scaled to [0, 1] and normalised with the
-ImageNet mean and std, through a ``torch.utils.data.DataLoader`` with ``--workers`` worker processes.
+(``train/<class>/*.jpg``, plus a small ``test/``). Both sides deliver the same tensors: batches of
+``--batch`` float32 ``[B, 3, 224, 224]`` images, scaled to [0, 1] and normalised with the ImageNet
+mean and std, in a fresh uniform permutation every epoch (last partial batch kept), made by
+``--workers`` workers.
 
 (a) ``torchvision.datasets.ImageFolder`` + ``Resize(224)``, ``CenterCrop(224)``, ``ToTensor``,
-    ``Normalize``: every epoch opens, decodes and converts every JPEG (the usual recipe).
+    ``Normalize`` through a ``torch.utils.data.DataLoader`` (``shuffle=True``) with ``--workers``
+    worker processes: every epoch opens, decodes and converts every JPEG (the usual recipe).
 (b) the prepare stage's output (``DATASETS["mini_imagenet"].prepare``: each JPEG decoded once into
-    ``train.npy``, uint8 ``[N, 3, 224, 224]``), read through ``MemmapImageSet.get_batch``: each worker
-    fetches a whole batch as one gather from the memory-mapped file, then uint8 -> float and normalise.
+    ``train.npy``, uint8 ``[N, 3, 224, 224]``), read by the library's reader
+    (``dssl.data.batches.ShuffledBatches``) with ``--workers`` threads in this process: each batch is
+    one gather from the memory-mapped file in ascending file order, then uint8 -> float and the
+    normalisation, in place in a reused output array.
 
-Printed per line: images/s of each epoch and images per CPU-second (this process and its workers,
-all epochs; a busy shared machine disturbs it much less than the wall-clock rate). Then the one-off
-preparation time (decode + write + manifest), the load time (open + block-checksum verification, paid
-once per process before the first batch) and ``prepared_speedup``: images/s of (b) / of (a), each the
-median over the epochs after the first (which also starts the workers). Target >= 5.
+Printed per line: images/s of each epoch and images per CPU-second (this process, its threads and
+its workers, all epochs; a busy shared machine disturbs it much less than the wall-clock rate). Then
+the one-off preparation time (decode + write + manifest), the load time (open + block-checksum
+verification, paid once per process before the first batch) and ``prepared_speedup``: images/s of
+(b) / of (a), each the median over the epochs after the first (which also starts the workers).
+Target >= 5.
 
-Also printed: (c) the float batches of (b) built in the main process without workers, and (a) and
-(b) delivering uint8 batches instead (``PILToTensor``; the normalisation then runs on the device, as
-in this project's training loop, which gathers uint8 and converts after the copy to the device).
+Also printed: (b') as (b) with a fresh output array per batch (what the reuse saves); (c) the float
+batches of the same array made in DataLoader worker processes, one batch per item, as (b) was built
+before the reader existed; and (a) and (b) delivering uint8 batches instead (``PILToTensor``; the
+normalisation then runs on the device, as in this project's training loop on an accelerator).
 
-What remains of (b)'s cost with float output is mostly moving each float32 batch (64 x 588 KiB =
-37 MiB) from a worker to the main process: fresh shared memory per batch, whose page faults and
-zeroing cost more than the gather and the normalisation together; (a) pays the same transfer on top
-of its decoding. The array was just written, so (b) reads from the page cache, as it does from the
-second epoch of a training run whose array fits in memory (Mini-ImageNet at 224 px: 60,000 x 147 KiB
-= 8.4 GiB). Real Mini-ImageNet / ImageNet JPEGs are larger than 224 px (about 500 x 375), so decoding
-every epoch costs more there than here.
+Where (c) loses its time: a float32 batch is 64 x 588 KiB = 37 MiB, which a worker must write into
+fresh shared memory (one mapping per batch, as ``default_collate`` allocates) for the main process to
+receive it; faulting in and zeroing those 4 KiB pages costs several times the gather and the
+normalisation together. (b) has no transfer (threads share the map and the buffers) and reuses its
+output arrays once the consumer has dropped them; (a) pays the transfer on top of its decoding. The
+array was just written, so (b) reads from the page cache, as it does from the second epoch of a
+training run whose array fits in memory (Mini-ImageNet at 224 px: 60,000 x 147 KiB = 8.4 GiB). Real
+Mini-ImageNet / ImageNet JPEGs are larger than 224 px (about 500 x 375), so decoding every epoch costs
+more there than here.
 
-Measured on a shared 2-core machine (load average 20-25), defaults: (a) 134-186 images/s (451 per
-CPU-s), (b) 367-513 (1145 per CPU-s), prepared_speedup 3.2x (CPU time per image 2.5x); uint8 output
-5.5x (CPU time 5.0x); preparation 7.8 s for 2,020 images, load + verification 1.3 s for 287 MiB.
+Measured on a shared 2-core machine (load average 4-5), defaults, three runs: (a) 550-664 images/s
+(546-571 per CPU-s), (b) 8,466-9,312 (5,310-6,536 per CPU-s), prepared_speedup 14.6x, 15.4x, 14.9x
+(CPU time per image 9.3-12.0x); (b') 3,445-6,154; (c) 1,266-2,193; uint8 output 28-51x;
+preparation 3.2-3.5 s for 2,020 images, load + verification 0.5-0.6 s for 287 MiB. Before the
+reader, (b) was read as (c) is: 1,130-1,490 images/s, prepared_speedup 2.0-2.4x in three runs at
+load average 1-7.
 
     PYTHONPATH=src python benchmarks/data_path.py [--images 2000] [--workers 2] [--batch 64] [--epochs 3]
 """
@@ -51,11 +62,13 @@ import torch
 from PIL import Image
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, get_worker_info
 
+from dssl.data.batches import IMAGENET_MEAN, IMAGENET_STD, Normalisation, ShuffledBatches
 from dssl.data.datasets import DATASETS, load_split
 from dssl.data.imageset import ImageSet
 
 SIZE = 224
-MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+MEAN, STD = IMAGENET_MEAN, IMAGENET_STD
+NORMALISATION = Normalisation(MEAN, STD)
 
 
 def write_jpegs(root: Path, split: str, count: int, classes: int, seed: int) -> None:
@@ -71,31 +84,24 @@ def write_jpegs(root: Path, split: str, count: int, classes: int, seed: int) -> 
 
 
 class PreparedBatches(Dataset):
-    """Item = one whole batch (a list of indices from a BatchSampler), as float normalised tensors.
+    """(c): item = one whole batch (a list of indices from a BatchSampler), read in a DataLoader worker.
 
-    In a worker the output is allocated in shared memory (as ``default_collate`` allocates its
-    batches), so handing it to the main process copies nothing; uint8 -> float and the per-channel
-    normalisation are scalar ops on contiguous planes, several times faster than a broadcast against a
-    ``[1, 3, 1, 1]`` tensor. Equal to ``ToTensor`` + ``Normalize`` up to float rounding (~5e-7).
+    The float output is allocated in shared memory (as ``default_collate`` allocates its batches), so
+    handing it to the main process copies nothing; it is still a fresh 37 MiB mapping per batch.
     """
 
     def __init__(self, images: ImageSet, normalise: bool = True):
         self.images, self.normalise = images, normalise
-        self.scale = [1.0 / (255.0 * s) for s in STD]
-        self.shift = [m / s for m, s in zip(MEAN, STD)]
 
     def __len__(self) -> int:
         return len(self.images)
 
     def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         pixels = self.images.get_batch(indices)
+        labels = torch.from_numpy(self.images.labels[indices])
         if not self.normalise:
-            return pixels, torch.from_numpy(self.images.labels[indices])
-        out = _output_tensor(pixels.shape)
-        out.copy_(pixels)
-        for channel, (scale, shift) in enumerate(zip(self.scale, self.shift)):
-            out[:, channel].mul_(scale).sub_(shift)
-        return out, torch.from_numpy(self.images.labels[indices])
+            return pixels, labels
+        return NORMALISATION.apply(pixels, _output_tensor(pixels.shape)), labels
 
 
 def _output_tensor(shape: torch.Size) -> torch.Tensor:
@@ -115,24 +121,19 @@ def image_folder_loader(root: Path, workers: int, batch: int, seed: int, normali
                       generator=torch.Generator().manual_seed(seed), persistent_workers=workers > 0)
 
 
-def prepared_loader(images: ImageSet, workers: int, batch: int, seed: int, normalise: bool) -> DataLoader:
+def prepared_loader(images: ImageSet, workers: int, batch: int, seed: int, normalise: bool,
+                    reuse_buffers: bool = True) -> ShuffledBatches:
+    """(b): the library's reader: ``workers`` threads, batches gathered and normalised in this process."""
+    return ShuffledBatches(images, batch, torch.Generator().manual_seed(seed),
+                           normalisation=NORMALISATION if normalise else None, workers=workers,
+                           reuse_buffers=reuse_buffers)
+
+
+def worker_process_loader(images: ImageSet, workers: int, batch: int, seed: int) -> DataLoader:
     sampler = BatchSampler(RandomSampler(range(len(images)), generator=torch.Generator().manual_seed(seed)),
                            batch_size=batch, drop_last=False)
-    return DataLoader(PreparedBatches(images, normalise), batch_size=None, sampler=sampler, num_workers=workers,
+    return DataLoader(PreparedBatches(images), batch_size=None, sampler=sampler, num_workers=workers,
                       persistent_workers=workers > 0)
-
-
-def in_process_rates(images: ImageSet, batch: int, epochs: int, seed: int) -> tuple[list[float], float]:
-    """(c): the pipeline's own reader, no workers: batches gathered and normalised in this process."""
-    dataset, generator = PreparedBatches(images), torch.Generator().manual_seed(seed)
-    rates, cpu_start = [], cpu_seconds()
-    for _ in range(epochs):
-        start, order = time.perf_counter(), torch.randperm(len(images), generator=generator).numpy()
-        for lo in range(0, len(order), batch):
-            out, _ = dataset[order[lo:lo + batch]]
-            assert out.dtype == torch.float32 and out.shape[1:] == (3, SIZE, SIZE)
-        rates.append(len(order) / (time.perf_counter() - start))
-    return rates, epochs * len(images) / (cpu_seconds() - cpu_start)
 
 
 def cpu_seconds() -> float:
@@ -199,22 +200,26 @@ def main() -> None:
             measured["folder", normalise] = epoch_rates(folder, args.epochs)
             prepared = prepared_loader(images, args.workers, args.batch, 0, normalise)
             measured["prepared", normalise] = epoch_rates(prepared, args.epochs)
-        own = in_process_rates(images, args.batch, args.epochs, seed=0)
+        fresh = epoch_rates(prepared_loader(images, args.workers, args.batch, 0, True, reuse_buffers=False),
+                            args.epochs)
+        processes = epoch_rates(worker_process_loader(images, args.workers, args.batch, 0), args.epochs)
         array_mib = (out / "train.npy").stat().st_size / 2**20
 
     def line(label: str, result: tuple[list[float], float]) -> str:
         per_epoch = "  ".join(f"{v:7.0f}" for v in result[0])
-        return f"{label:<46} images/s per epoch: {per_epoch}   per CPU-s: {result[1]:6.0f}"
+        return f"{label:<50} images/s per epoch: {per_epoch}   per CPU-s: {result[1]:6.0f}"
 
     def ratio(normalise: bool) -> tuple[float, float]:
         (folder, folder_cpu), (prepared, prepared_cpu) = measured["folder", normalise], measured["prepared", normalise]
         return steady(prepared) / steady(folder), prepared_cpu / folder_cpu
 
     print(f"setting: {args.images} JPEGs {SIZE}x{SIZE} ({jpeg_mib:.0f} MiB, written in {generate_s:.1f} s), "
-          f"{args.classes} classes, batch {args.batch}, {args.workers} DataLoader workers, {args.epochs} epochs")
+          f"{args.classes} classes, batch {args.batch}, {args.workers} workers (DataLoader processes for (a) "
+          f"and (c), reader threads for (b)), {args.epochs} epochs")
     print(line("(a) ImageFolder, float normalised", measured["folder", True]))
     print(line("(b) prepared array, float normalised", measured["prepared", True]))
-    print(line("(c) prepared array, float normalised, no workers", own))
+    print(line("(b') as (b), a fresh output array per batch", fresh))
+    print(line("(c) prepared array, float, DataLoader processes", processes))
     print(line("(a) ImageFolder, uint8 (normalised on device)", measured["folder", False]))
     print(line("(b) prepared array, uint8 (normalised on device)", measured["prepared", False]))
     print(f"one-off preparation: {prepare_s:.1f} s ({(args.images + args.classes) / prepare_s:.0f} images/s, "

@@ -17,7 +17,7 @@ import torch
 from PIL import Image, ImageOps
 
 from dssl.artifacts import ArtifactError
-from dssl.data import prepared_array
+from dssl.data import batches, prepared_array
 from dssl.data.datasets import DATASETS, DatasetError, load_split
 from dssl.data.imageset import MemmapImageSet
 
@@ -220,3 +220,126 @@ def test_missing_block_checksums_are_an_error(prepared: Path) -> None:
     (prepared / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(ArtifactError, match="0 block checksums, 1 expected"):
         load_split(prepared, "train")
+
+
+# --- reading batches (dssl.data.batches) -----------------------------------------------------------
+
+
+def _decoded(root: Path, prepared: Path, split: str) -> np.ndarray:
+    """Every image of ``split`` decoded from its source JPEG by the resize rule, in index order."""
+    rows = (prepared / f"{split}.csv").read_text().splitlines()[1:]
+    return np.stack([_expected(root / line.split(",")[0]) for line in rows])
+
+
+def _epoch_indices(seed: int, count: int, batch_size: int, epochs: int) -> list[list[np.ndarray]]:
+    generator = torch.Generator().manual_seed(seed)
+    return [batches.epoch_batches(np.arange(count), batch_size, generator) for _ in range(epochs)]
+
+
+@pytest.fixture(params=[False, True], ids=["fresh", "pooled"])
+def pooled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both output paths: these 16 px batches allocated afresh, or taken from the pool as 224 px ones are."""
+    if request.param:
+        monkeypatch.setattr(batches, "SMALL_BATCH_BYTES", 0)
+    return request.param
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_batches_equal_the_decoded_images(imagenet: Path, prepared: Path, workers: int, pooled: bool) -> None:
+    images = load_split(prepared, "train")
+    decoded = _decoded(imagenet, prepared, "train")
+    loader = batches.ShuffledBatches(images, 4, torch.Generator().manual_seed(3), workers=workers)
+    expected = _epoch_indices(3, len(images), 4, epochs=2)
+    for epoch in expected:
+        seen = list(loader)
+        assert [len(b) for b, _ in seen] == [4, 4, 4, 3]  # the last partial batch is kept, as a DataLoader
+        for indices, (pixels, labels) in zip(epoch, seen):
+            assert pixels.dtype == torch.uint8
+            np.testing.assert_array_equal(pixels.numpy(), decoded[indices])
+            np.testing.assert_array_equal(labels.numpy(), images.labels[indices])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_normalised_batches_equal_the_torchvision_reference(prepared: Path, workers: int, pooled: bool) -> None:
+    images = load_split(prepared, "train")
+    norm = batches.Normalisation(batches.IMAGENET_MEAN, batches.IMAGENET_STD)
+    loader = batches.ShuffledBatches(images, 6, torch.Generator().manual_seed(1), normalisation=norm,
+                                     workers=workers)
+    mean = torch.tensor(batches.IMAGENET_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(batches.IMAGENET_STD).view(1, 3, 1, 1)
+    for indices, (floats, _) in zip(_epoch_indices(1, len(images), 6, epochs=1)[0], loader):
+        reference = (images.get_batch(indices).float() / 255 - mean) / std  # ToTensor, then Normalize
+        assert floats.dtype == torch.float32
+        torch.testing.assert_close(floats, reference, rtol=0, atol=2e-6)
+
+
+def test_unit_range_is_bit_identical_to_the_training_conversion(prepared: Path) -> None:
+    images = load_split(prepared, "train")
+    indices = np.array([14, 0, 7, 7, 3])
+    out = torch.empty(len(indices), 3, SIZE, SIZE)
+    batches.UNIT_RANGE.apply(images.get_batch(indices), out)
+    assert torch.equal(out, images.get_batch(indices).float().div_(255.0))
+
+
+def test_one_value_normalises_every_channel_and_bad_shapes_are_refused() -> None:
+    pixels = torch.randint(0, 256, (2, 1, 5, 5), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    grey = batches.Normalisation((0.5,), (0.25,)).apply(pixels, torch.full(pixels.shape, float("nan")))
+    torch.testing.assert_close(grey, (pixels.float() / 255 - 0.5) / 0.25, rtol=0, atol=2e-6)
+    with pytest.raises(ValueError, match="C = 3 channels"):
+        batches.Normalisation(batches.IMAGENET_MEAN, batches.IMAGENET_STD).apply(pixels, torch.empty(pixels.shape))
+    with pytest.raises(ValueError, match="positive std"):
+        batches.Normalisation((0.5, 0.5), (0.25, 0.0))
+
+
+def test_shuffling_is_a_fresh_permutation_per_epoch() -> None:
+    epochs = _epoch_indices(5, 15, 4, epochs=3)
+    orders = [np.concatenate(epoch) for epoch in epochs]
+    assert all(sorted(order) == list(range(15)) for order in orders)
+    assert not np.array_equal(orders[0], orders[1]) and not np.array_equal(orders[1], orders[2])
+    assert all(np.array_equal(a, b) for a, b in zip(orders, map(np.concatenate, _epoch_indices(5, 15, 4, 3))))
+    # One torch.randperm per epoch, as the local training loop draws (and a DataLoader's RandomSampler).
+    generator = torch.Generator().manual_seed(5)
+    subset = np.array([20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34])
+    for order in orders:
+        drawn = batches.epoch_batches(subset, 4, generator)
+        assert np.array_equal(np.concatenate(drawn), subset[order])
+    dropped = batches.epoch_batches(np.arange(15), 4, torch.Generator(), drop_last=True)
+    assert [len(b) for b in dropped] == [4, 4, 4]
+
+
+@pytest.mark.parametrize("pooled", [True], indirect=True)
+def test_kept_batches_stay_valid_and_released_buffers_are_reused(prepared: Path, pooled: bool) -> None:
+    images = load_split(prepared, "train")
+    norm = batches.Normalisation(batches.IMAGENET_MEAN, batches.IMAGENET_STD)
+    loader = batches.ShuffledBatches(images, 2, torch.Generator().manual_seed(0), normalisation=norm, workers=2)
+    kept = [floats for floats, _ in loader]  # every batch held at once: the pool must not overwrite any
+    reference = [norm.apply(images.get_batch(i), torch.empty(len(i), 3, SIZE, SIZE))
+                 for i in _epoch_indices(0, 15, 2, epochs=1)[0]]
+    assert len(kept) == 8 and all(torch.equal(a, b) for a, b in zip(kept, reference))
+    views = [kept[0][0], kept[1][:, 1]]  # views (and autograd's saved tensors) keep the storage alive
+    del kept, reference
+    storages = set()
+    for floats, _ in loader:  # batches dropped as they go: the same few arrays come back
+        storages.add(floats.untyped_storage().data_ptr())
+    assert len(storages) <= batches.pool_size(2) - 2
+    assert all(v.untyped_storage().data_ptr() not in storages for v in views)
+
+
+def test_get_batch_into_a_buffer_reads_in_file_order_and_keeps_batch_order(prepared: Path) -> None:
+    images = load_split(prepared, "train")
+    indices = np.array([9, 2, 14, 2, 0])
+    buffer = np.empty((5, 3, SIZE, SIZE), np.uint8)
+    batch = images.get_batch(indices, out=buffer)
+    assert np.shares_memory(batch.numpy(), buffer) and torch.equal(batch, images.get_batch(indices))
+    with pytest.raises(ValueError, match=r"out must be uint8 \[5, 3, 16, 16\]"):
+        images.get_batch(indices, out=np.empty((4, 3, SIZE, SIZE), np.uint8))
+
+
+def test_a_damaged_array_fails_the_same_way_through_the_reader_threads(prepared: Path) -> None:
+    path = prepared / "train.npy"
+    data = bytearray(path.read_bytes())
+    data[-5] ^= 1
+    path.write_bytes(bytes(data))
+    loader = batches.ShuffledBatches(load_split(prepared, "train"), 4, torch.Generator(), workers=2)
+    with pytest.raises(ArtifactError, match="checksum mismatch in 1 of 1 blocks"):
+        next(iter(loader))

@@ -55,8 +55,9 @@ class ImageSet(ABC):
         """``(C, H, W)`` of every image a batch returns."""
 
     @abstractmethod
-    def get_batch(self, indices: IndexLike) -> torch.Tensor:
-        """Images at ``indices`` as a uint8 tensor ``[B, C, H, W]``."""
+    def get_batch(self, indices: IndexLike, out: np.ndarray | None = None) -> torch.Tensor:
+        """Images at ``indices`` as a uint8 tensor ``[B, C, H, W]``; written into ``out`` (a uint8 array
+        of that shape, e.g. a reused buffer of ``dssl.data.batches``) when given, the tensor then over it."""
 
 
 class ArrayImageSet(ImageSet):
@@ -75,10 +76,8 @@ class ArrayImageSet(ImageSet):
     def image_shape(self) -> tuple[int, int, int]:
         return tuple(self._images.shape[1:])
 
-    def get_batch(self, indices: IndexLike) -> torch.Tensor:
-        import torch
-
-        return torch.from_numpy(self._images[_as_index(indices)])
+    def get_batch(self, indices: IndexLike, out: np.ndarray | None = None) -> torch.Tensor:
+        return _gather(self._images, _as_index(indices), out)
 
 
 class MemmapImageSet(ImageSet):
@@ -153,12 +152,29 @@ class MemmapImageSet(ImageSet):
         self.verified = True
         _VERIFIED.add(self._identity())
 
-    def get_batch(self, indices: IndexLike) -> torch.Tensor:
-        import torch
-
+    def get_batch(self, indices: IndexLike, out: np.ndarray | None = None) -> torch.Tensor:
         if not self.verified:
             self.verify()
-        return torch.from_numpy(np.asarray(self._images[_as_index(indices)]))
+        return _gather(self._images, _as_index(indices), out)
+
+
+def _gather(images: np.ndarray, indices: np.ndarray, out: np.ndarray | None) -> torch.Tensor:
+    """``images[indices]`` as a tensor, written into ``out`` when given.
+
+    Into ``out``, rows are copied in ascending index order, each to its batch position: no temporary
+    copy of the batch, and from a memory-mapped file a shuffled batch becomes forward reads (what
+    read-ahead and a disk serve best when the array is not in the page cache).
+    """
+    import torch
+
+    if out is None:
+        return torch.from_numpy(np.asarray(images[indices]))
+    if out.dtype != images.dtype or out.shape != (len(indices), *images.shape[1:]):
+        raise ValueError(f"out must be {images.dtype} {[len(indices), *images.shape[1:]]}, got {out.dtype} "
+                         f"{list(out.shape)}")
+    for position in np.argsort(indices, kind="stable"):
+        out[position] = images[indices[position]]
+    return torch.from_numpy(out)
 
 
 _VERIFIED: set[tuple] = set()  # MemmapImageSet._identity() of arrays whose checksums matched
@@ -221,14 +237,19 @@ class ResizedImageSet(ImageSet):
     def image_shape(self) -> tuple[int, int, int]:
         return (self.base.image_shape[0], self.size, self.size)
 
-    def get_batch(self, indices: IndexLike) -> torch.Tensor:
+    def get_batch(self, indices: IndexLike, out: np.ndarray | None = None) -> torch.Tensor:
+        import torch
         import torch.nn.functional as F
 
+        if self.base.image_shape[1:] == (self.size, self.size):
+            return self.base.get_batch(indices, out)
         batch = self.base.get_batch(indices)
-        if tuple(batch.shape[-2:]) == (self.size, self.size):
-            return batch
         resized = F.interpolate(batch.float(), size=(self.size, self.size), mode="bilinear", align_corners=False)
-        return resized.round_().clamp_(0, 255).to(batch.dtype)
+        resized = resized.round_().clamp_(0, 255).to(batch.dtype)
+        if out is None:
+            return resized
+        target = torch.from_numpy(out)
+        return target.copy_(resized)
 
 
 def resized(images: ImageSet, size: int) -> ImageSet:
