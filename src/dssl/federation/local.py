@@ -358,6 +358,15 @@ def train_client(
     return LocalResult(steps=steps, images=images, losses=losses)
 
 
+def load_client_batch(data: ClientData, indices: np.ndarray, generator: torch.Generator,
+                      device: torch.device) -> torch.Tensor:
+    """Images ``indices`` of a client as its training sees them: [0, 1] floats on ``device``, with the
+    client's feature-skew augmentation (drawn from ``generator``). Strategies that look at a client's
+    data outside its training steps use it (Orchestra fills its memory with it)."""
+    batch = data.images.get_batch(indices).to(device, non_blocking=True).float().div_(255.0)
+    return data.augment(batch, generator) if data.augment is not None else batch
+
+
 def _accumulate(sums: dict[str, torch.Tensor], out: Mapping[str, torch.Tensor]) -> None:
     for key, value in out.items():
         if isinstance(value, torch.Tensor) and value.ndim == 0:

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.federation.local import _load_batch
+from dssl.federation.local import load_client_batch
 from dssl.federation.state import StateDict
 from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
 from dssl.methods.sinkhorn import sinkhorn_knopp
@@ -118,7 +118,7 @@ class OrchestraStrategy(Strategy):
         size, data = method.memory.shape[0], ctx.data
         order = torch.randperm(data.num_samples, generator=ctx.generator, device=ctx.generator.device).cpu().numpy()
         picks = data.indices[np.resize(order, size)]  # repeats samples when the client has fewer than size
-        method.fill_memory(_load_batch(data, picks, ctx.generator, ctx.device), ctx.generator)
+        method.fill_memory(load_client_batch(data, picks, ctx.generator, ctx.device), ctx.generator)
 
     # -- server side ------------------------------------------------------------------------------
 
