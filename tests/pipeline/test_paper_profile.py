@@ -50,7 +50,7 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     _with_dataset_folders(root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 134
+    assert len(dvc) == expected_stage_count(params) == 137
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert "pretrain_fl@mae-vit-fl-label-fedavg" in names
@@ -60,7 +60,8 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
             "pretrain_decl@mae-vit-uniform-10-decl-push-sum", "pretrain_fl@mae-vit-fl-label-fedmar-mmd-0p01",
             "pretrain_fl@mae-vit-fl-label-fedmar-g1", "pretrain_fl@byol-cnn-fl-label-t2-fedema",
             "pretrain_fl@simclr-cnn-fl-label-t2-featarc", "evaluate_fl@simclr-cnn-fl-label-t2-featarc",
-            "pretrain_fl@orchestra-cnn-fl-label-t2-orchestra"} <= names
+            "pretrain_fl@orchestra-cnn-fl-label-t2-orchestra", "weight_distance@mae-vit-fl-label-fedmar",
+            "weight_distance@simsiam-vit-fl-label-fedavg"} <= names
 
 
 def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:

@@ -145,3 +145,20 @@ def test_table2_prints_each_rows_parameter_counts(tmp_path):
     sizes = section.sizes(out.data, context(tmp_path, records))
     assert sizes.loc["fedema_r18", "method (M)"] == "1.200" and sizes.loc["fedmar_r18", "encoder (M)"] == "0.400"
     assert "Model sizes" in out.markdown and out.findings[0].verdict == "supported"
+
+
+def test_lambda_sweep_draws_accuracy_against_lambda(tmp_path):
+    records = []
+    for seed, noise in enumerate(NOISE):
+        for strategy, acc in (("fedema-l0p4", 0.70), ("fedema-l0p8", 0.74), ("fedema-l1p6", 0.72)):
+            records.append(result("fl", "byol", "cnn_small", "dirichlet_balanced", test_acc=acc + noise, seed=seed,
+                                  strategy=strategy, model="byol-cnn", partition="fl-2class"))
+    section = create_section("fedema_lambda", {"model": "byol-cnn", "partition": "fl-2class", "protocol": "finetune",
+                                               "points": {"0.4": "fedema-l0p4", "0.8": "fedema-l0p8",
+                                                          "1.6": "fedema-l1p6"}})
+    out = section.render(context(tmp_path, records))
+    assert out.data.set_index("x").loc[0.8, "mean"] == pytest.approx(74.0) and out.findings == []
+    drawn = out.figures["fedema_lambda.png"](tmp_path / "sweep.png")
+    assert drawn.stat().st_size > 1000
+    with pytest.raises(ValueError, match="at least two"):
+        create_section("fedema_lambda", {"model": "m", "partition": "p", "points": {"0.4": "a"}})

@@ -83,3 +83,26 @@ def figure2a(df: pd.DataFrame, out_png: Path | str, dataset: str, model: str | N
         fig.savefig(out_png, format="png", dpi=120, metadata={"Software": None})
         plt.close(fig)
     return out_png
+
+
+def sweep_figure(points: pd.DataFrame, out_png: Path | str, x_label: str, y_label: str, title: str) -> Path:
+    """One line of mean accuracy (%) with 95 % seed-interval bars against a swept value (``x``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    line = points.sort_values("x")
+    with sns.axes_style("whitegrid"):
+        fig, ax = plt.subplots(figsize=(5.0, 3.6), dpi=120)
+        ax.errorbar(line["x"], line["mean"], yerr=line["ci"].fillna(0.0), marker="o", capsize=3)
+        ax.set_xticks(list(line["x"]))
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        ax.set_title(title, fontsize=9)
+        fig.tight_layout()
+        out_png = Path(out_png)
+        fig.savefig(out_png, format="png", dpi=120, metadata={"Software": None})
+        plt.close(fig)
+    return out_png

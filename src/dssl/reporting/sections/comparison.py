@@ -19,7 +19,7 @@ import pandas as pd
 
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.results import accuracy_summary
-from dssl.reporting.sections.base import ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import FOLDER, ReportContext, ReportSection, register_section
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from dssl.reporting.tables import CELL_NOTE, format_summary, markdown_table
 
@@ -326,3 +326,50 @@ class FedSSLEma(StrategyComparison):
     best_row = "with EMA"
     claim = "an EMA target network helps (paper B)"
     intro = "Paper B finds that an EMA target improves the generalised methods."
+
+
+@register_section("fedema_lambda")
+class FedEMALambda(ReportSection):
+    """Paper B's lambda sweep: FedEMA with a constant lambda, accuracy against lambda (a figure).
+
+    ``points``: lambda (as written in params.yaml) -> the strategy entry that runs FedEMA with it, on
+    ``model`` and ``partition``. Paper B shows the sweep as a figure without printed values and states no
+    ordering to check, so the section draws the measured curve and checks no claim.
+    """
+
+    title = "Paper B: FedEMA's accuracy against a constant lambda"
+
+    def __init__(self, model: str, partition: str, points: Mapping[str, str], protocol: str = "linear_probe",
+                 framework: str = "fl") -> None:
+        try:
+            self.points = {float(value): str(strategy) for value, strategy in points.items()}
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"points must map lambda values to strategy entries, got {dict(points)}") from err
+        if len(self.points) < 2:
+            raise ValueError("a sweep needs at least two lambda values")
+        self.model, self.partition, self.protocol, self.framework = model, partition, protocol, framework
+
+    def data(self, ctx: ReportContext) -> pd.DataFrame:
+        results = ctx.results
+        rows = []
+        for value, strategy in self.points.items():
+            cell = results[(results["framework"] == self.framework) & (results["model"] == self.model)
+                           & (results["strategy"] == strategy) & (results["partition"] == self.partition)
+                           & (results["protocol"] == self.protocol)]
+            if not cell.empty:
+                rows.append({"x": value, "strategy": strategy, **accuracy_summary(cell)})
+        return pd.DataFrame(rows)
+
+    def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
+        table = pd.DataFrame({"lambda": data["x"], "strategy": data["strategy"],
+                              "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
+        return (f"Model {self.model} on {self.partition}, {self.protocol}; {CELL_NOTE}. Paper B draws this sweep "
+                "without printed values and states no ordering, so no claim is checked here.\n\n"
+                + markdown_table(table, index=False) + f"\n\n![lambda sweep]({FOLDER}/fedema_lambda.png)")
+
+    def figures(self, data: pd.DataFrame, ctx: ReportContext):
+        from dssl.reporting.figures import sweep_figure
+
+        title = f"FedEMA, constant lambda ({self.model}, {self.partition})"
+        return {"fedema_lambda.png": lambda path: sweep_figure(data, path, "lambda", f"{self.protocol} accuracy (%)",
+                                                               title)}
