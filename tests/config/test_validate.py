@@ -265,3 +265,15 @@ def test_weight_distance_section_is_checked_against_the_fl_grids_and_partitions(
     assert problems["weight_distance.train.rounds"] == "unknown key"
     good["weight_distance"]["clients"] = [3]
     assert "at least two client indices" in problems_of(good)["weight_distance.clients"]
+
+
+@pytest.mark.parametrize("name", ["params.yaml", "configs/ci.yaml", "configs/paper.yaml", "configs/paper_b.yaml"])
+def test_params_files_survive_dvcs_yaml_round_trip(name: str) -> None:
+    """`dvc exp run -S key=value` rewrites the params file with DVC's own YAML round trip, which drops
+    the quotes of flow-style values; a flow mapping of "model:strategy" specs would come back unreadable.
+    Every params file must read back equal after that round trip."""
+    from dvc.utils.serialize import dumps_yaml, loads_yaml, parse_yaml_for_update
+
+    text = (REPO / name).read_text()
+    rewritten = dumps_yaml(parse_yaml_for_update(text, name))
+    assert loads_yaml(rewritten) == yaml.safe_load(text)   # read back as DVC reads params

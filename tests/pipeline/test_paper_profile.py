@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from dssl.config.params import read_params, validate
-from dssl.config.grids import grid_cells
+from dssl.config.grids import grid_cells, weight_distance_cells
 from dssl.pipeline.dag import dvc_stages, snakemake_stages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def expected_stage_count(params: dict) -> int:
         "central": len(pretrain["central"]["models"]),
         "random": len(evaluate["random_backbones"]),
     }
-    training = cells["fl"] + cells["decl"] + cells["central"]
+    training = cells["fl"] + cells["decl"] + cells["central"] + len(weight_distance_cells(params))
     evaluations = sum(n for framework, n in cells.items() if evaluate["protocols"].get(framework))
     # one stage per dataset and improved graph, one for all partitions and one for all graphs (if any)
     foundation = len(params["datasets"]) + len(params.get("improved_graphs") or {}) + 1 + bool(params["graphs"])
