@@ -39,8 +39,6 @@ def client_label(client: int) -> str:
 
 def _train_local(stage_name: str, params: dict, model: str, partition: str, task: tuple[int, int]) -> dict:
     """One client trained alone from seed s's initial weights; returns its encoder state (CPU)."""
-    import numpy as np
-
     from dssl.data.partition import load_partition
     from dssl.federation import FLConfig, FLSimulator, clients_from_partition, create_strategy
 
@@ -58,7 +56,7 @@ def _train_local(stage_name: str, params: dict, model: str, partition: str, task
     result = simulator.run()
     method.load_state_dict(result.final_state)
     return {"encoder": {k: v.detach().cpu() for k, v in method.encoder.state_dict().items()},
-            "final_loss": float(result.metrics[-1]["loss"]), "images": int(np.sum([r["images"] for r in result.metrics]))}
+            "final_loss": float(result.metrics[-1]["loss"])}
 
 
 def seed_distances(global_encoder: dict, locals_: dict[int, dict]) -> dict[str, float]:
