@@ -1,6 +1,6 @@
 """Tiny SimSiam runs with checkpoints for the simulator tests.
 
-``run_until_paused`` is the body of the process the kill-and-resume test SIGKILLs: it trains with
+``abort_after`` interrupts a run in-process; ``run_until_paused`` is the body of the process the kill-and-resume test SIGKILLs: it trains with
 checkpoints, writes a marker after a given number of optimiser steps and then hangs there.
 """
 
@@ -53,6 +53,25 @@ def build(kind: str, checkpoint_dir: Path | None = None, seed: int = 3, **kwargs
         return FLSimulator(method, clients, strategy, FLConfig(clients_per_round=2, **common),
                            checkpoint_dir=checkpoint_dir, **kwargs)
     return DecLSimulator(method, clients, strategy, RING, DecLConfig(**common), checkpoint_dir=checkpoint_dir, **kwargs)
+
+
+class Abort(Exception):
+    """Raised by ``abort_after``: an interruption the resume tests then recover from."""
+
+
+def abort_after(simulator, steps: int) -> None:
+    """Make the run raise ``Abort`` right after its ``steps``-th optimiser step (an interrupted run)."""
+    count = 0
+    original = simulator.method.after_optimizer_step
+
+    def counting_step() -> None:
+        nonlocal count
+        original()
+        count += 1
+        if count == steps:
+            raise Abort
+
+    simulator.method.after_optimizer_step = counting_step
 
 
 def pause_after(simulator, steps: int, marker: Path) -> None:

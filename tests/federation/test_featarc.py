@@ -26,6 +26,8 @@ from dssl.federation.strategies.featarc import (
 )
 from dssl.methods import create_method
 
+import fl_resume_helper as helper
+
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
@@ -186,10 +188,6 @@ def digits(tmp_path_factory):
     return resized(load_split(folder, "train"), 16)
 
 
-class Abort(Exception):
-    pass
-
-
 def _tiny_run(images, strategy: str = "featarc", checkpoint_dir=None, abort_at_step: int | None = None):
     method = simclr(16, temperature=0.5, flip_p=0.0)
     data = [ClientData(images, np.arange(i * 48, (i + 1) * 48)) for i in range(3)]
@@ -198,16 +196,7 @@ def _tiny_run(images, strategy: str = "featarc", checkpoint_dir=None, abort_at_s
                                      optimizer=OptimizerConfig(name="sgd", base_lr=0.5, weight_decay=1e-4)),
                             checkpoint_dir=checkpoint_dir)
     if abort_at_step is not None:
-        count, original = 0, method.after_optimizer_step
-
-        def counting_step() -> None:
-            nonlocal count
-            original()
-            count += 1
-            if count == abort_at_step:
-                raise Abort
-
-        method.after_optimizer_step = counting_step
+        helper.abort_after(simulator, abort_at_step)
     return simulator.run()
 
 
@@ -218,7 +207,7 @@ def test_tiny_digits_run_is_finite_and_resumes_bit_identically(digits, tmp_path)
         assert -1.0 <= record["alignment"] <= 1.0
     assert full.final_index in (0, 1)
     steps_per_round = 3 * 48 // 16
-    with pytest.raises(Abort):
+    with pytest.raises(helper.Abort):
         _tiny_run(digits, checkpoint_dir=tmp_path, abort_at_step=steps_per_round + 2)  # into round 2
     resumed = _tiny_run(digits, checkpoint_dir=tmp_path)
     assert resumed.resumed_rounds == 1 and resumed.final_index == full.final_index

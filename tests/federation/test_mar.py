@@ -132,24 +132,6 @@ def _build(kind: str, strategy: str = "", checkpoint_dir=None, rounds: int = 3, 
                          DecLConfig(order=order, **common), checkpoint_dir=checkpoint_dir)
 
 
-class Abort(Exception):
-    pass
-
-
-def _abort_after(simulator, steps: int) -> None:
-    count = 0
-    original = simulator.method.after_optimizer_step
-
-    def counting_step() -> None:
-        nonlocal count
-        original()
-        count += 1
-        if count == steps:
-            raise Abort
-
-    simulator.method.after_optimizer_step = counting_step
-
-
 STEPS_PER_ROUND = {"fl": 2 * PER_CLIENT // BATCH, "decl": NUM_CLIENTS * PER_CLIENT // BATCH}
 
 
@@ -165,8 +147,8 @@ def test_mar_run_aligns_after_the_first_round_and_resumes_identically(kind, opti
     assert any(not torch.equal(v, plain.final_state[k]) for k, v in full.final_state.items())
 
     interrupted = _build(kind, checkpoint_dir=tmp_path, **options)
-    _abort_after(interrupted, 2 * STEPS_PER_ROUND[kind] + 1)  # one step into round 3
-    with pytest.raises(Abort):
+    helper.abort_after(interrupted, 2 * STEPS_PER_ROUND[kind] + 1)  # one step into round 3
+    with pytest.raises(helper.Abort):
         interrupted.run()
     resumed = _build(kind, checkpoint_dir=tmp_path, **options).run()
     assert resumed.resumed_rounds == 2

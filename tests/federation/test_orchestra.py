@@ -196,27 +196,14 @@ def test_round_zero_only_clusters_then_clients_train_against_the_fitted_centroid
     assert len(memories) >= 2 and not torch.equal(memories[0], memories[1])
 
 
-class Abort(Exception):
-    pass
-
-
 def test_orchestra_run_resumes_bit_identically(tmp_path):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         full = _build(rounds=3).run()
         interrupted = _build(rounds=3, checkpoint_dir=tmp_path)
-        count, original = 0, interrupted.method.after_optimizer_step
-
-        def abort_in_round_three():
-            nonlocal count
-            original()
-            count += 1
-            if count == 2 * PER_CLIENT // BATCH + 1:  # round 1 trains nothing; one step into round 3
-                raise Abort
-
-        interrupted.method.after_optimizer_step = abort_in_round_three
-        with pytest.raises(Abort):
+        helper.abort_after(interrupted, 2 * PER_CLIENT // BATCH + 1)  # round 1 trains nothing; one step into round 3
+        with pytest.raises(helper.Abort):
             interrupted.run()
         resumed = _build(rounds=3, checkpoint_dir=tmp_path).run()
     finally:
