@@ -258,13 +258,37 @@ def test_weight_distance_section_is_checked_against_the_fl_grids_and_partitions(
     good["weight_distance"]["clients"] = [0, 12]
     good["weight_distance"]["grids"]["extra"] = {"models": ["mae-cnn"], "partitions": ["fl-2class"],
                                                  "strategies": ["fedavg"]}
-    good["weight_distance"]["train"]["rounds"] = 3
+    good["weight_distance"]["train"] = {"epochs": 3}   # the schedule is pretrain.local's
     problems = problems_of(good)
     assert problems["weight_distance.clients"] == "[0, 12] names a client beyond the 5 clients of partition 'fl-2class'"
     assert problems["weight_distance"] == "cell mae-cnn / fl-2class / fedavg is not an FL cell of pretrain.fl.grids"
-    assert problems["weight_distance.train.rounds"] == "unknown key"
+    assert problems["pretrain.local.grids"] == "mae-cnn / fl-2class has no stand-alone cell"
+    assert problems["weight_distance.train"] == "unknown key"
     good["weight_distance"]["clients"] = [3]
     assert "at least two client indices" in problems_of(good)["weight_distance.clients"]
+
+
+def test_weight_distance_clients_must_be_trained_alone(good: dict) -> None:
+    """Table 5 compares stand-alone clients: each must be among pretrain.local.clients of its partition."""
+    good["weight_distance"]["clients"] = [0, 5]
+    assert problems_of(good)["weight_distance.clients"] == ("[0, 5]: pretrain.local.clients.fl-label does not "
+                                                             "train [5]")
+    del good["pretrain"]["local"]["clients"]   # without a choice every client of the partition trains
+    assert "weight_distance.clients" not in problems_of(good)
+
+
+def test_local_section_names_partitions_clients_and_schedule(good: dict) -> None:
+    local = good["pretrain"]["local"]
+    local["clients"] = {"fl-2class": [0, 7], "nowhere": [0]}
+    local["train"]["rounds"] = 2
+    local["grids"]["paper-b"]["strategies"] = ["fedssl"]
+    local["grids"]["paper-b"]["partitions"] = ["decl-label", "fl-cifar"]
+    problems = problems_of(good)
+    assert problems["pretrain.local.clients.fl-2class"] == "[0, 7] names a client beyond the 5 clients of partition 'fl-2class'"
+    assert problems["pretrain.local.clients.nowhere"] == "'nowhere' is not defined in 'partitions'"
+    assert problems["pretrain.local.train.rounds"] == "unknown key"
+    assert problems["pretrain.local.grids.paper-b.strategies"] == "unknown key"
+    assert problems["pretrain.local.grids.paper-b.partitions[1]"] == "'fl-cifar' is not defined in 'partitions'"
 
 
 @pytest.mark.parametrize("name", ["params.yaml", "configs/ci.yaml", "configs/paper.yaml", "configs/paper_b.yaml"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from dssl.config.params import read_params, validate
-from dssl.config.grids import grid_cells, weight_distance_cells
+from dssl.config.grids import grid_cells, local_cells, weight_distance_cells
 from dssl.pipeline.dag import dvc_stages, snakemake_stages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,9 +28,10 @@ def expected_stage_count(params: dict) -> int:
         "fl": len(grid_cells(params, "fl")),
         "decl": len(grid_cells(params, "decl")),
         "central": len(pretrain["central"]["models"]),
+        "local": len(local_cells(params)),
         "random": len(evaluate["random_backbones"]),
     }
-    training = cells["fl"] + cells["decl"] + cells["central"] + len(weight_distance_cells(params))
+    training = cells["fl"] + cells["decl"] + cells["central"] + cells["local"] + len(weight_distance_cells(params))
     evaluations = sum(n for framework, n in cells.items() if evaluate["protocols"].get(framework))
     # one stage per dataset and improved graph, one for all partitions and one for all graphs (if any)
     foundation = len(params["datasets"]) + len(params.get("improved_graphs") or {}) + 1 + bool(params["graphs"])
@@ -50,7 +51,7 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     _with_dataset_folders(root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 137
+    assert len(dvc) == expected_stage_count(params) == 139
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert "pretrain_fl@mae-vit-fl-label-fedavg" in names
@@ -61,7 +62,7 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
             "pretrain_fl@mae-vit-fl-label-fedmar-g1", "pretrain_fl@byol-cnn-fl-label-t2-fedema",
             "pretrain_fl@simclr-cnn-fl-label-t2-featarc", "evaluate_fl@simclr-cnn-fl-label-t2-featarc",
             "pretrain_fl@orchestra-cnn-fl-label-t2-orchestra", "weight_distance@mae-vit-fl-label-fedmar",
-            "weight_distance@simsiam-vit-fl-label-fedavg"} <= names
+            "weight_distance@simsiam-vit-fl-label-fedavg", "pretrain_local@mae-vit-fl-label"} <= names
 
 
 def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:
@@ -107,18 +108,18 @@ def test_paper_pretraining_reads_the_prepared_array_at_its_resolution(tmp_path: 
 
 def test_paper_b_profile_expands_to_its_tables(make_project) -> None:
     """Paper B pretrains on CIFAR-10 (its own profile): generalised methods, FedU / FedEMA with the lambda
-    sweep, and the predictor / stop-gradient / EMA ablations, each cell once, the same DAG for both engines."""
+    sweep, the stand-alone and centralised references, and the predictor / stop-gradient / EMA ablations, each cell once, the same DAG for both engines."""
     root = make_project("configs/paper_b.yaml")
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert validate(params, root) == []
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 49
+    assert len(dvc) == expected_stage_count(params) == 51
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert {"pretrain_fl@moco-v2-r18-fl-2class-fedssl", "pretrain_fl@byol-r18-fl-2class-fedema",
             "pretrain_fl@byol-r18-fl-2class-fedema-l1p6", "pretrain_fl@simsiam-nopred-fl-2class-fedssl",
             "pretrain_fl@simsiam-nosg-fl-2class-fedssl",
-            "evaluate_central@byol-r18"} <= names
+            "evaluate_central@byol-r18", "pretrain_local@byol-r18-fl-2class", "evaluate_local@byol-r18-fl-2class"} <= names
     assert not any(name.startswith(("graphs", "theory", "pretrain_decl")) for name in names)
 
 

@@ -93,6 +93,10 @@ def check_results_and_table(root: Path, params: dict) -> None:
     distances = pd.read_csv(root / "reports/sections/table5.csv")
     assert set(distances["row"]) == {"local 1 vs local 4", "local 1 vs global", "local 4 vs global"}
     assert (distances["mean"] > 0).all() and set(distances["n"]) == {len(params["seeds"])}
+    # stand-alone clients (pretrain_local, evaluate_local): one result per seed, the mean over its clients
+    local = [r for r in results if r["framework"] == "local"]
+    assert len(local) == len(params["seeds"]) and all(sorted(r["clients"]) == ["0", "3"] for r in local)
+    assert all(abs(r["test_acc"] - sum(r["clients"].values()) / 2) < 1e-9 for r in local)
 
 
 def test_dvc_then_snakemake(tmp_path: Path) -> None:

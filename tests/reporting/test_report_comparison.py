@@ -87,9 +87,23 @@ def test_cell_specs_resolve_model_strategy_and_place():
     section = create_section("table8", {"model": "mae-cnn", "columns": {"a": "fl-iid", "b": "mar@fl-label"},
                                         "rows": {"x": "byol-cnn:fedavg", "y": "fedavg@fl-2class", "z": {"b": "mar2"}},
                                         "best": "x"})
-    assert section.spec("x", "a") == ("byol-cnn", "fedavg", "fl-iid")
-    assert section.spec("y", "a") == ("mae-cnn", "fedavg", "fl-2class")   # the row's place wins
-    assert section.spec("z", "a") is None and section.spec("z", "b") == ("mae-cnn", "mar2", "fl-label")
+    assert section.spec("x", "a") == ("fl", "byol-cnn", "fedavg", "fl-iid")
+    assert section.spec("y", "a") == ("fl", "mae-cnn", "fedavg", "fl-2class")   # the row's place wins
+    assert section.spec("z", "a") is None and section.spec("z", "b") == ("fl", "mae-cnn", "mar2", "fl-label")
+
+
+def test_rows_of_other_frameworks_resolve_to_central_and_stand_alone_cells():
+    section = create_section("fedema", {"model": "byol-cnn", "columns": {"non_iid": "fl-2class"},
+                                        "rows": {"Stand-alone": "local/byol-cnn", "FedEMA": "fedema",
+                                                 "Centralised BYOL": "central/byol-cnn"},
+                                        "references": ["Centralised BYOL"]})
+    assert section.spec("Stand-alone", "non_iid") == ("local", "byol-cnn", "", "fl-2class")
+    assert section.spec("Centralised BYOL", "non_iid") == ("central", "byol-cnn", "", "")
+    for bad in ("p2p/byol-cnn", "central/byol-cnn@fl-iid", "local/byol-cnn:fedavg"):
+        with pytest.raises(ValueError, match="is not 'central/<model>' or 'local/<model>'"):
+            create_section("fedema", {"model": "m", "columns": {"x": "p"}, "rows": {"FedEMA": "a", "S": bad}})
+    with pytest.raises(ValueError, match="must be rows other than the claim's row"):
+        create_section("fedema", {"model": "m", "columns": {"x": "p"}, "rows": {"FedEMA": "a"}, "references": ["FedEMA"]})
 
 
 def stop_gradient_cells(accuracy: dict[str, float], random: float = 0.5) -> list[dict]:
@@ -162,3 +176,30 @@ def test_lambda_sweep_draws_accuracy_against_lambda(tmp_path):
     assert drawn.stat().st_size > 1000
     with pytest.raises(ValueError, match="at least two"):
         create_section("fedema_lambda", {"model": "m", "partition": "p", "points": {"0.4": "a"}})
+
+
+def test_fedema_against_stand_alone_clients_with_the_central_model_as_a_reference(tmp_path):
+    """Paper B's linear-evaluation table: the stand-alone row (local cells, the mean over clients) is compared;
+    the centralised row is printed but, as a reference, never enters the claim even when it is the best."""
+    records = []
+    for seed, noise in enumerate(NOISE):
+        for strategy, acc in {"fedssl": 0.70, "fedema": 0.80}.items():
+            records.append(result("fl", "byol", "cnn_small", "dirichlet_balanced", test_acc=acc + noise, seed=seed,
+                                  strategy=strategy, model="byol-cnn", partition="fl-2class"))
+        records.append(result("local", "byol", "cnn_small", None, test_acc=0.60 + noise, seed=seed, model="byol-cnn",
+                              partition="fl-2class", clients={"0": 0.5, "1": 0.7}))
+        records.append(result("central", "byol", "cnn_small", None, test_acc=0.95 + noise, seed=seed, model="byol-cnn"))
+        records.append(result("random", None, "cnn_small", None, test_acc=0.50 + noise, seed=seed))
+    options = {"model": "byol-cnn", "columns": {"non_iid": "fl-2class"},
+               "rows": {"Stand-alone": "local/byol-cnn", "FedBYOL": "fedssl", "FedEMA": "fedema",
+                        "Centralised BYOL": "central/byol-cnn"},
+               "references": ["Centralised BYOL"], "paper_scale_only": ["FedEMA with a constant lambda"]}
+    out = create_section("fedema", options).render(context(tmp_path, records))
+    (finding,) = out.findings
+    assert finding.verdict == "supported" and "Centralised" not in finding.subject
+    assert finding.difference.mean == pytest.approx(0.10)   # FedEMA - FedBYOL, the closest compared row
+    means = dict(zip(out.data["row"], out.data["mean"]))
+    assert means["Stand-alone"] == pytest.approx(60.0) and means["Centralised BYOL"] == pytest.approx(95.0)
+    assert "Reference rows, not part of the claim: Centralised BYOL" in out.markdown
+    assert "Paper-scale only (not run in this profile): FedEMA with a constant lambda" in out.markdown
+    assert "each client of fl-2class trained alone" in out.markdown

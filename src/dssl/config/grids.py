@@ -1,8 +1,9 @@
 """Pretraining grids: which cells a framework trains.
 
 ``pretrain.<fl|decl>.grids`` are named after the table they serve; each is models x partitions (FL)
-or graphs (DecL) x strategies. A framework's cells are the union of its grids; a cell two grids share
-trains once. Every cell of a framework trains with the framework's ``train`` settings.
+or graphs (DecL) x strategies. ``pretrain.local.grids`` (clients trained alone) are models x
+partitions. A framework's cells are the union of its grids; a cell two grids share trains once. Every
+cell of a framework trains with the framework's ``train`` settings.
 """
 
 from __future__ import annotations
@@ -25,6 +26,21 @@ def weight_distance_cells(params: dict) -> list[Cell]:
     grids = (params.get("weight_distance") or {}).get("grids") or {}
     cells = (cell for grid in grids.values() for cell in _grid_cells(grid or {}, PLACES["fl"]))
     return list(dict.fromkeys(cells))
+
+
+def local_cells(params: dict) -> list[tuple[str, str]]:
+    """(model, partition) of every stand-alone cell (``pretrain.local.grids``), each once."""
+    grids = ((params.get("pretrain") or {}).get("local") or {}).get("grids") or {}
+    cells = ((model, partition) for grid in grids.values() for model in (grid or {}).get("models") or []
+             for partition in (grid or {}).get("partitions") or [])
+    return list(dict.fromkeys(cells))
+
+
+def local_clients(params: dict, partition: str, count: int) -> list[int]:
+    """The clients a stand-alone cell of ``partition`` trains: ``pretrain.local.clients.<partition>``, or
+    all ``count`` clients of the partition when it names none."""
+    chosen = (((params.get("pretrain") or {}).get("local") or {}).get("clients") or {}).get(partition)
+    return [int(c) for c in chosen] if chosen is not None else list(range(count))
 
 
 def grid_cells(params: dict, framework: str) -> list[Cell]:

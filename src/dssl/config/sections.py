@@ -157,7 +157,7 @@ def check_graphs(c: Checker) -> None:
 METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco", "orchestra"}
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
 PROTOCOL_NAMES = set(PROTOCOLS)
-FRAMEWORKS = ("fl", "decl", "central", "random")
+FRAMEWORKS = ("fl", "decl", "central", "local", "random")
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
 FL_TRAIN_KEYS = {"rounds", "clients_per_round", "local_epochs", "batch_size"}
@@ -206,7 +206,7 @@ def check_pretrain(c: Checker) -> None:
     pretrain = c.section("pretrain")
     if not pretrain:
         return
-    c.unknown_keys(pretrain, {"dataset", "image_size", "optimizers", "fl", "decl", "central"}, "pretrain")
+    c.unknown_keys(pretrain, {"dataset", "image_size", "optimizers", "fl", "decl", "central", "local"}, "pretrain")
     c.name_of(pretrain, "dataset", c.params.get("datasets") or {}, "pretrain", "datasets")
     c.number(pretrain, "image_size", "pretrain", integer=True, low=8)
     _check_decoded_size(c, pretrain)
@@ -223,6 +223,41 @@ def check_pretrain(c: Checker) -> None:
             _check_framework(c, pretrain, framework, models)
         else:
             c.add(f"pretrain.{framework}", "missing section", "dvc.yaml and the Snakefile expand its grid")
+    if "local" in pretrain:   # optional: stand-alone clients
+        _check_local(c, pretrain, models)
+
+
+def _check_local(c: Checker, pretrain: dict, models: dict) -> None:
+    """``pretrain.local``: a schedule, grids of models x partitions, and optionally which clients of a
+    partition train alone (``clients: {<partition>: [indices]}``; a partition not named trains them all)."""
+    path = "pretrain.local"
+    entry = c.mapping(pretrain["local"], path)
+    if entry is None:
+        return
+    c.unknown_keys(entry, {"train", "clients", "grids"}, path)
+    train = c.mapping(entry.get("train"), f"{path}.train")
+    if train is not None:
+        c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
+        _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size"))
+    partitions = c.params.get("partitions") or {}
+    for name, chosen in (c.mapping(entry.get("clients", {}), f"{path}.clients") or {}).items():
+        where = f"{path}.clients.{name}"
+        if name not in partitions:
+            c.add(where, f"{name!r} is not defined in 'partitions'")
+            continue
+        count = (partitions.get(name) or {}).get("clients")
+        if not isinstance(chosen, list) or not chosen or not all(_is_index(x) for x in chosen):
+            c.add(where, "must be a non-empty list of client indices (integers >= 0)")
+        elif isinstance(count, int) and any(x >= count for x in chosen):
+            c.add(where, f"{chosen} names a client beyond the {count} clients of partition {name!r}")
+    for name, grid in (c.mapping(entry.get("grids"), f"{path}.grids") or {}).items():
+        where = f"{path}.grids.{name}"
+        if c.mapping(grid, where) is None:
+            continue
+        c.unknown_keys(grid, {"models", "partitions"}, where)
+        _name_list(c, grid, "models", models, where, "models")
+        for i, partition in enumerate(_name_list(c, grid, "partitions", partitions, where, "partitions")):
+            _partition_of_pretrain_dataset(c, pretrain, partition, f"{where}.partitions[{i}]")
 
 
 def _check_decoded_size(c: Checker, pretrain: dict) -> None:
@@ -476,25 +511,21 @@ def check_theory(c: Checker) -> None:
 
 @section_validator
 def check_weight_distance(c: Checker) -> None:
-    """Paper A's Table 5: clients of the partitions, a local schedule, and grids of existing FL cells."""
-    from dssl.config.grids import grid_cells, weight_distance_cells
+    """Paper A's Table 5: grids of existing FL cells whose stand-alone cells train ``clients``."""
+    from dssl.config.grids import grid_cells, local_cells, weight_distance_cells
 
     section = c.section("weight_distance", required=False)
     if not section:
         return
     path = "weight_distance"
-    c.unknown_keys(section, {"clients", "train", "grids"}, path)
+    c.unknown_keys(section, {"clients", "grids"}, path)
     clients = section.get("clients")
     if not isinstance(clients, list) or len(clients) < 2 or not all(_is_index(x) for x in clients):
         c.add(f"{path}.clients", "must be a list of at least two client indices (integers >= 0)",
               "paper A compares clients 1 and 100: [0, <clients - 1>]")
         clients = []
-    train = c.mapping(section.get("train"), f"{path}.train")
-    if train is not None:
-        c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
-        _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size"))
     grids = c.mapping(section.get("grids"), f"{path}.grids") or {}
-    fl_cells = set(grid_cells(c.params, "fl"))
+    fl_cells, stand_alone = set(grid_cells(c.params, "fl")), set(local_cells(c.params))
     partitions = c.params.get("partitions") or {}
     for name, grid in grids.items():
         where = f"{path}.grids.{name}"
@@ -507,9 +538,25 @@ def check_weight_distance(c: Checker) -> None:
         if (model, partition, strategy) not in fl_cells:
             c.add(path, f"cell {model} / {partition} / {strategy} is not an FL cell of pretrain.fl.grids",
                   "Table 5 compares local models with an FL cell's global model: add the cell to an FL grid")
+        if (model, partition) not in stand_alone:
+            c.add("pretrain.local.grids", f"{model} / {partition} has no stand-alone cell", "Table 5's local models are "
+                  f"pretrain_local@{model}-{partition}'s: add {model} and {partition} to a pretrain.local grid")
         count = (partitions.get(partition) or {}).get("clients")
         if isinstance(count, int) and any(x >= count for x in clients):
             c.add(f"{path}.clients", f"{clients} names a client beyond the {count} clients of partition {partition!r}")
+        elif isinstance(count, int) and (untrained := set(clients) - _trained(c, partition, count)):
+            c.add(f"{path}.clients", f"{clients}: pretrain.local.clients.{partition} does not train {sorted(untrained)}",
+                  f"add them to pretrain.local.clients.{partition}")
+
+
+def _trained(c: Checker, partition: str, count: int) -> set[int]:
+    """The clients a stand-alone cell of ``partition`` trains (a malformed list is reported elsewhere)."""
+    from dssl.config.grids import local_clients
+
+    try:
+        return set(local_clients(c.params, partition, count))
+    except (TypeError, ValueError):
+        return set(range(count))
 
 
 def _is_index(value: object) -> bool:

@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from dssl.config.grids import grid_cells, weight_distance_cells
+from dssl.config.grids import grid_cells, local_cells, weight_distance_cells
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 
 Fields = dict[str, str]
@@ -118,6 +118,16 @@ def _decl_cells(params: dict) -> list[Fields]:
 def _weight_distance_cells(params: dict) -> list[Fields]:
     return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"]}
             for m, p, s in weight_distance_cells(params)]
+
+
+def _local_cells(params: dict) -> list[Fields]:
+    return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"]} for m, p in local_cells(params)]
+
+
+def _local_params(params: dict) -> list[str]:
+    """``pretrain.local.clients`` is optional (without it every client of the partition trains)."""
+    local = params["pretrain"].get("local") or {}
+    return _pretrain_params("local")(params) + (["pretrain.local.clients"] if "clients" in local else [])
 
 
 def _central_cells(params: dict) -> list[Fields]:
@@ -254,14 +264,16 @@ KINDS: tuple[StageKind, ...] = (
               grid=_central_cells, params=_pretrain_params("central"),
               inputs=_const("data/prepared/{dataset}"),
               outputs=_const("models/central/{model}/"), training=True),
+    StageKind("pretrain_local", "pretrain:run_local", ("model", "partition"),
+              "Stand-alone SSL pretraining: clients of a partition, each trained alone on its data, every seed.",
+              grid=_local_cells, params=_local_params,
+              inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}"),
+              outputs=_const("models/local/{model}/{partition}/"), training=True),
     StageKind("weight_distance", "weight_distance:run", ("model", "partition", "strategy"),
-              "Paper A's Table 5: two clients trained alone against an FL cell's global model, every seed.",
-              grid=_weight_distance_cells,
-              params=_const("models.{model}", "pretrain.dataset", "pretrain.image_size", "pretrain.optimizers",
-                            "weight_distance.clients", "weight_distance.train", "seeds"),
-              inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}",
-                            "models/fl/{model}/{partition}/{strategy}"),
-              outputs=_const("models/local/{model}/{partition}/{strategy}/"), training=True),
+              "Paper A's Table 5: stand-alone clients' encoders against an FL cell's global encoder, every seed.",
+              grid=_weight_distance_cells, params=_const("weight_distance.clients", "seeds"),
+              inputs=_const("models/local/{model}/{partition}", "models/fl/{model}/{partition}/{strategy}"),
+              outputs=_const("reports/distances/{model}/{partition}/{strategy}/")),
     StageKind("evaluate_fl", "evaluate:run_fl", ("model", "partition", "strategy"),
               "Evaluate an FL cell: every downstream dataset, protocol and seed.",
               grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl", ("strategies.{strategy}",)),
@@ -279,6 +291,12 @@ KINDS: tuple[StageKind, ...] = (
               grid=_evaluated("central", _central_cells), params=_evaluation_params("central"),
               inputs=_evaluation_inputs("models/central/{model}"),
               outputs=_results("central", "{model}"), metrics=_results("central", "{model}"), training=True),
+    StageKind("evaluate_local", "evaluate:run_local", ("model", "partition"),
+              "Evaluate the stand-alone clients of a partition: every downstream dataset, protocol and seed.",
+              grid=_evaluated("local", _local_cells), params=_evaluation_params("local"),
+              inputs=_evaluation_inputs("models/local/{model}/{partition}"),
+              outputs=_results("local", "{model}/{partition}"),
+              metrics=_results("local", "{model}/{partition}"), training=True),
     StageKind("evaluate_random", "evaluate:run_random", ("backbone",),
               "Evaluate a randomly initialised backbone (reference), every seed.",
               grid=_evaluated("random", lambda p: [{"backbone": b} for b in p["evaluate"].get("random_backbones", [])]),

@@ -6,6 +6,8 @@ scored once. Each (seed, dataset, protocol) is one task, run side by side on the
 file ``reports/metrics/<framework>/<cell>/seed-<s>/<dataset>-<protocol>.json`` with its own MLflow run.
 The evaluation of seed s uses seed s for its split and head, and the random-init reference of seed s
 is the very network pretraining seed s started from, so "pretrained minus random init" pairs by seed.
+A stand-alone cell (``evaluate_local``) holds one encoder per client and seed; each is evaluated on its
+own and the seed's result is their mean (each client's accuracy kept in the file).
 
 Before a pretrained encoder is evaluated its BatchNorm running statistics are re-estimated on the
 unaugmented training images of the downstream dataset (``evaluation.batchnorm``): pretraining collected
@@ -21,33 +23,44 @@ from pathlib import Path
 from typing import Any
 
 from dssl.config.sections import backbone_family
-from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import cell_path, graph_file, metrics_dir, model_dir, prepared_dir, seed_dir
+from dssl.pipeline.common import Stage, StageError, atomic_dir
+from dssl.pipeline.layout import cell_path, client_dir, graph_file, metrics_dir, model_dir, prepared_dir, seed_dir
 from dssl.pipeline.workers import device, run_tasks
 from dssl.tracking import StageRecord
 
 
 @dataclass(frozen=True)
 class Subject:
-    """What is evaluated: a pretrained cell's encoders (one per seed) or a random-init backbone."""
+    """What is evaluated: a pretrained cell's encoders (one per seed, or per seed and stand-alone client)
+    or a random-init backbone."""
 
     framework: str
     cell: str                  # folder under models/<framework>/ and reports/metrics/<framework>/
     backbone: str
     describe: dict[str, Any]   # the columns the report groups by
     pretrained: bool = True
+    clients: tuple[int, ...] = ()   # stand-alone cells: one encoder per client, scored as their mean
 
-    def weights(self, seed: int) -> Path | None:
-        return model_dir(self.framework, self.cell) / seed_dir(seed) / "encoder.pt" if self.pretrained else None
+    def weights(self, seed: int, client: int | None = None) -> Path | None:
+        if not self.pretrained:
+            return None
+        folder = model_dir(self.framework, self.cell) / seed_dir(seed)
+        return (folder / client_dir(client) if client is not None else folder) / "encoder.pt"
 
-    def parameter_counts(self, seed: int, encoder) -> dict[str, int | None]:
+    def seed_inputs(self, seed: int) -> list[Path]:
+        """The weights one seed's result reads (lineage)."""
+        if not self.pretrained:
+            return []
+        return [self.weights(seed, c) for c in self.clients] if self.clients else [self.weights(seed)]
+
+    def parameter_counts(self, weights: Path | None, encoder) -> dict[str, int | None]:
         """Parameters of the evaluated encoder and of the whole pretrained method (heads, predictor, target
         networks: what paper A's Table 2 counts), the latter from the pretraining's history.json."""
         from dssl.artifacts import read_json
 
         method = None
-        if self.pretrained:
-            history = model_dir(self.framework, self.cell) / seed_dir(seed) / "history.json"
+        if weights is not None:
+            history = weights.parent / "history.json"
             method = (read_json(history, ()).get("parameters") or {}).get("method") if history.is_file() else None
         return {"encoder_parameters": sum(p.numel() for p in encoder.parameters()), "method_parameters": method}
 
@@ -78,16 +91,20 @@ def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None
     return encoder.to(device())
 
 
-def _evaluate_task(subject: Subject, params: dict, task: tuple[int, str, str]) -> dict[str, Any]:
-    """One (seed, dataset, protocol): the result record without its MLflow run id (runs in a worker)."""
+Task = tuple[int, str, str, "int | None"]   # (seed, dataset, protocol, stand-alone client or None)
+
+
+def _evaluate_task(subject: Subject, params: dict, task: Task) -> dict[str, Any]:
+    """One (seed, dataset, protocol[, client]): the result record without its MLflow run id (runs in a worker)."""
     from dssl.evaluation import evaluate
     from dssl.evaluation.batchnorm import reestimate_batchnorm
 
-    seed, dataset, protocol = task
+    seed, dataset, protocol, client = task
     size = params["pretrain"]["image_size"]
     train, test = _downstream(dataset, size)
-    encoder = _encoder(subject.backbone, size, train.image_shape[0], subject.weights(seed), seed)
-    sizes = subject.parameter_counts(seed, encoder)
+    weights = subject.weights(seed, client)
+    encoder = _encoder(subject.backbone, size, train.image_shape[0], weights, seed)
+    sizes = subject.parameter_counts(weights, encoder)
     if subject.pretrained:
         reestimate_batchnorm(encoder, train)
     result = evaluate(protocol, encoder, train, test, dict(params["evaluate"][protocol]), seed)
@@ -96,28 +113,52 @@ def _evaluate_task(subject: Subject, params: dict, task: tuple[int, str, str]) -
         "dataset": dataset, "protocol": protocol, "seed": seed, "n_test": len(test),
         "test_acc": float(result["test_acc"]), "val_acc": float(result["val_acc"]),
         "selected": {k: v for k, v in result.items() if k not in ("test_acc", "val_acc")},
+        **({"client": client} if client is not None else {}),
     }
 
 
-def _tasks(params: dict, framework: str, seeds: list[int]) -> list[tuple[int, str, str]]:
-    protocols = params["evaluate"]["protocols"][framework]
-    return [(seed, dataset, protocol) for seed in seeds
-            for dataset in params["evaluate"]["datasets"] for protocol in protocols]
+def _tasks(params: dict, subject: Subject, seeds: list[int]) -> list[Task]:
+    protocols = params["evaluate"]["protocols"][subject.framework]
+    return [(seed, dataset, protocol, client) for seed in seeds
+            for dataset in params["evaluate"]["datasets"] for protocol in protocols
+            for client in (subject.clients or (None,))]
+
+
+def mean_over_clients(results: list[tuple[dict, float]]) -> list[tuple[dict, float]]:
+    """Stand-alone results, one per (seed, dataset, protocol): the mean test and validation accuracy over
+    the clients' own encoders, each client's kept under ``clients`` (paper B's stand-alone row: every
+    client trains and is evaluated on its own)."""
+    groups: dict[tuple, list[tuple[dict, float]]] = {}
+    for record, rss in results:
+        groups.setdefault((record["seed"], record["dataset"], record["protocol"]), []).append((record, rss))
+    merged = []
+    for members in groups.values():
+        records = [record for record, _ in members]
+        first = {k: v for k, v in records[0].items() if k != "client"}
+        merged.append(({**first,
+                        "test_acc": sum(r["test_acc"] for r in records) / len(records),
+                        "val_acc": sum(r["val_acc"] for r in records) / len(records),
+                        "clients": {str(r["client"]): r["test_acc"] for r in records},
+                        "selected": {str(r["client"]): r["selected"] for r in records}},
+                       max(rss for _, rss in members)))
+    return merged
 
 
 def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     params = stage.params
-    tasks = _tasks(params, subject.framework, stage.seeds)
+    tasks = _tasks(params, subject, stage.seeds)
     results = run_tasks(partial(_evaluate_task, subject, params), tasks)
+    if subject.clients:
+        results = mean_over_clients(results)
     read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", *params["evaluate"]["protocols"][subject.framework])},
             "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": params["seeds"]}
     strategy = subject.describe.get("strategy")
     if strategy:
         read["strategies"] = {strategy: params["strategies"][strategy]}
     records = [
-        StageRecord(stage.stage_name, read, {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss},
-                    inputs=[prepared_dir(r["dataset"]), *inputs,
-                            *([subject.weights(r["seed"])] if subject.pretrained else [])],
+        StageRecord(stage.stage_name, read, {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss,
+                                             **{f"test_acc client {c}": a for c, a in (r.get("clients") or {}).items()}},
+                    inputs=[prepared_dir(r["dataset"]), *inputs, *subject.seed_inputs(r["seed"])],
                     run=f"{seed_dir(r['seed'])}/{r['dataset']}-{r['protocol']}", seed=r["seed"])
         for r, rss in results
     ]
@@ -175,6 +216,28 @@ def run_central(model: str, params_path: Path | str) -> Path:
     stage = Stage("evaluate_central", model, params_path)
     params = stage.params
     subject = Subject("central", model, params["models"][model]["backbone"], _describe(params, "central", model))
+    return _run(stage, subject, [])
+
+
+def stand_alone_encoders(cell_dir: Path, seeds: list[int]) -> tuple[int, ...]:
+    """The clients with an encoder in every seed of a stand-alone cell (``seed-<s>/client-<c>/``)."""
+    per_seed = [{int(p.name.split("-")[1]) for p in (cell_dir / seed_dir(s)).glob("client-*")
+                 if (p / "encoder.pt").is_file()} for s in seeds]
+    common = set.intersection(*per_seed) if per_seed else set()
+    if not common or any(found != common for found in per_seed):
+        raise StageError(f"{cell_dir}: the seeds {seeds} do not hold the same stand-alone clients "
+                         f"({[sorted(f) for f in per_seed]}); run its pretrain_local stage again")
+    return tuple(sorted(common))
+
+
+def run_local(model: str, partition: str, params_path: Path | str) -> Path:
+    """Every stand-alone client of the cell evaluated on its own; a seed's result is their mean."""
+    stage = Stage("evaluate_local", f"{model}-{partition}", params_path)
+    params = stage.params
+    cell = cell_path(model, partition)
+    subject = Subject("local", cell, params["models"][model]["backbone"],
+                      _describe(params, "local", model, partition=partition),
+                      clients=stand_alone_encoders(model_dir("local", cell), stage.seeds))
     return _run(stage, subject, [])
 
 

@@ -53,9 +53,17 @@ def model_dir(framework: str, cell: str) -> Path:
     return MODELS / framework / cell
 
 
-def local_model_dir(cell: str) -> Path:
-    """The clients trained alone for paper A's Table 5, and their distances, of one FL cell, every seed."""
-    return MODELS / "local" / cell
+def client_dir(client: int) -> str:
+    """One stand-alone client's folder inside a seed folder of ``models/local/<model>/<partition>/``."""
+    return f"client-{client}"
+
+
+DISTANCES = REPORTS / "distances"
+
+
+def distances_dir(cell: str) -> Path:
+    """Paper A's Table 5 measurements of one FL cell (``<model>/<partition>/<strategy>``), every seed."""
+    return DISTANCES / cell
 
 
 def metrics_dir(framework: str, cell: str) -> Path:

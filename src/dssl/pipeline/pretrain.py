@@ -1,7 +1,8 @@
-"""Stages ``pretrain_fl@<model>-<partition>-<strategy>``, ``pretrain_decl@<model>-<graph>-<strategy>``
-and ``pretrain_central@<model>``: self-supervised pretraining of one model under one framework (and one
-named entry of params.yaml's ``strategies``), every seed of ``seeds`` (each its own folder ``seed-<s>/``
-and MLflow run).
+"""Stages ``pretrain_fl@<model>-<partition>-<strategy>``, ``pretrain_decl@<model>-<graph>-<strategy>``,
+``pretrain_central@<model>`` and ``pretrain_local@<model>-<partition>`` (clients trained alone):
+self-supervised pretraining of one model under one framework (and one named entry of params.yaml's
+``strategies``), every seed of ``seeds`` (each its own folder ``seed-<s>/`` and MLflow run; stand-alone
+clients one folder ``seed-<s>/client-<c>/`` each).
 
 Seed s fixes the initial weights (the same for every framework and partition, so conditions pair by
 seed) and every random stream of the run. Seeds train side by side on the cores (``workers``).
@@ -20,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from dssl.config.sections import backbone_family
-from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import CHECKPOINTS, cell_path, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
+from dssl.pipeline.common import Stage, StageError, atomic_dir
+from dssl.pipeline.layout import CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
 from dssl.pipeline.workers import device, run_tasks
 from dssl.tracking import StageRecord
 
@@ -220,29 +221,88 @@ def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> 
     return _run_cell(stage, cell, _decl_seed)
 
 
+def train_alone(method, data, schedule: dict, seed: int, optimizer: dict, checkpoint_dir: Path, run_config: dict):
+    """``data`` (one client's, or the pooled set) trained for ``schedule['epochs']`` epochs in one continuous
+    run: one optimizer for the whole run, as in centralised training. It is a one-client FL run of one
+    round, so it shares the simulator's training loop, checkpoints and bit-identical resumption."""
+    from dssl.federation import FLConfig, FLSimulator, create_strategy
+
+    config = FLConfig.from_dict({"rounds": 1, "local_epochs": schedule["epochs"], "clients_per_round": 1,
+                                 "batch_size": schedule["batch_size"], "seed": seed, "optimizer": optimizer})
+    simulator = FLSimulator(method, [data], create_strategy("fedavg"), config, checkpoint_dir=checkpoint_dir,
+                            run_config=run_config, on_mismatch="restart")
+    return simulator.run()
+
+
 def _central_seed(cell: Cell, params: dict, seed: int):
-    """The centralised reference: one 'client' holding the pooled data, trained for ``epochs`` epochs in
-    one continuous run (one optimizer for the whole run, as in centralised training)."""
+    """The centralised reference: one 'client' holding the pooled data."""
     import numpy as np
 
-    from dssl.federation import ClientData, FLConfig, FLSimulator, create_strategy
+    from dssl.federation import ClientData
 
-    central = params["pretrain"]["central"]["train"]
     method, train_set = build_method(params, cell.model, seed)
-    pooled = [ClientData(train_set, np.arange(len(train_set), dtype=np.int64))]
-    config = FLConfig.from_dict({"rounds": 1, "local_epochs": central["epochs"], "clients_per_round": 1,
-                                 "batch_size": central["batch_size"], "seed": seed,
-                                 "optimizer": optimizer_config(params, cell.model)})
-    simulator = FLSimulator(method, pooled, create_strategy("fedavg"), config,
-                            checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
-                            run_config={**cell.read, "seed": seed}, on_mismatch="restart")
-    return method, simulator.run(), {}
+    pooled = ClientData(train_set, np.arange(len(train_set), dtype=np.int64))
+    result = train_alone(method, pooled, params["pretrain"]["central"]["train"], seed,
+                         optimizer_config(params, cell.model), CHECKPOINTS / cell.stage / seed_dir(seed),
+                         {**cell.read, "seed": seed})
+    return method, result, {}
 
 
 def run_central(model: str, params_path: Path | str) -> Path:
     stage = Stage("pretrain_central", model, params_path)
     read = _params_read(stage.params, model, {"central": {"train": stage.params["pretrain"]["central"]["train"]}})
     return _run_cell(stage, Cell(stage.stage_name, "central", model, None, read), _central_seed)
+
+
+def stand_alone_clients(params: dict, partition: str) -> list[int]:
+    """The clients ``pretrain_local`` trains on ``partition``, checked against the partition itself."""
+    from dssl.config.grids import local_clients
+    from dssl.data.partition import load_partition
+
+    count = len(load_partition(partition_dir(partition)).client_indices)
+    clients = local_clients(params, partition, count)
+    outside = [c for c in clients if not 0 <= c < count]
+    if outside:
+        raise StageError(f"pretrain.local.clients.{partition} names clients {outside}, but partition {partition!r} "
+                         f"has {count} (numbered 0..{count - 1}); fix it in params.yaml")
+    return clients
+
+
+def _local_client(cell: Cell, params: dict, out: Path, task: tuple[int, int]) -> dict[str, float]:
+    """Client c of the cell's partition trained alone on its own data from seed s's initial weights
+    (the same weights every FL cell of the model starts from), into ``out/seed-<s>/client-<c>``."""
+    from dssl.data.partition import load_partition
+    from dssl.federation import clients_from_partition
+
+    seed, client = task
+    method, train_set = build_method(params, cell.model, seed)
+    data = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))[client]
+    result = train_alone(method, data, params["pretrain"]["local"]["train"], seed, optimizer_config(params, cell.model),
+                         CHECKPOINTS / cell.stage / seed_dir(seed) / client_dir(client),
+                         {**cell.read, "seed": seed, "client": client})
+    return _save_seed(out / seed_dir(seed) / client_dir(client), cell, seed, method, result, {"client": client})
+
+
+def run_local(model: str, partition: str, params_path: Path | str) -> Path:
+    """Stand-alone training (paper B's stand-alone row; paper A's Table 5 local models): every client of
+    ``stand_alone_clients`` trains alone, every seed; one MLflow run per (seed, client)."""
+    stage = Stage("pretrain_local", f"{model}-{partition}", params_path)
+    params = stage.params
+    clients = stand_alone_clients(params, partition)
+    local = params["pretrain"]["local"]
+    read = _params_read(params, model, {"local": {key: local[key] for key in ("train", "clients") if key in local}})
+    cell = Cell(stage.stage_name, "local", model, partition, read, (partition_dir(partition),))
+    out = model_dir("local", cell.cell)
+    tasks = [(seed, client) for seed in stage.seeds for client in clients]
+    with atomic_dir(out) as tmp:
+        results = run_tasks(partial(_local_client, cell, params, tmp), tasks)
+    stage.log_runs([
+        StageRecord(stage.stage_name, cell.read, {**metrics, "worker_peak_rss_mb": rss},
+                    artifacts=[out / seed_dir(seed) / client_dir(client) / "history.json"],
+                    inputs=[prepared_dir(params["pretrain"]["dataset"]), partition_dir(partition)],
+                    run=f"{seed_dir(seed)}/{client_dir(client)}", seed=seed)
+        for (seed, client), (metrics, rss) in zip(tasks, results)])
+    return out
 
 
 def graph_spec(params: dict, graph: str) -> dict:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import METRICS, local_model_dir
+from dssl.pipeline.layout import DISTANCES, METRICS
 
 REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
@@ -30,6 +30,7 @@ def settings(params: dict) -> dict[str, object]:
     fl_partitions = sorted({p for _, p, _ in fl_cells})
     decl_partitions = sorted({(graphs.get(g) or {}).get("partition") or g for _, g, _ in decl_cells})
     models = params["models"]
+    local = pretrain.get("local") or {}
     return {
         "pretraining dataset": pretrain["dataset"],
         "image size (px)": pretrain["image_size"],
@@ -41,8 +42,10 @@ def settings(params: dict) -> dict[str, object]:
         "DecL clients": sorted({partitions[p]["clients"] for p in decl_partitions if p in partitions}),
         "DecL rounds x local epochs": f"{decl['train']['rounds']} x {decl['train']['local_epochs']}",
         "strategies": "; ".join(f"{name} = {strategy_text(spec)}" for name, spec in params["strategies"].items()),
-        "grids": ", ".join(f"{fw}.{g}" for fw in ("fl", "decl") for g in pretrain[fw].get("grids", {})),
+        "grids": ", ".join(f"{fw}.{g}" for fw in ("fl", "decl", "local")
+                           for g in (pretrain.get(fw) or {}).get("grids", {})),
         "central epochs": central["train"]["epochs"],
+        **({"stand-alone (local) epochs": local["train"]["epochs"]} if local else {}),
         "models": ", ".join(f"{m} = {models[m]['method']} on {models[m]['backbone']}" for m in models),
         "evaluation protocols": ", ".join(f"{k}: {'/'.join(v)}" for k, v in params["evaluate"]["protocols"].items()),
         "seeds": params["seeds"],
@@ -64,7 +67,7 @@ def run(params_path: Path | str) -> Path:
         "dataset": report.get("dataset", params["evaluate"]["datasets"][0]),
         "settings": settings(params),
         "theory": theory,
-        "weight_distances": local_model_dir(""),   # every weight_distance output (Table 5)
+        "weight_distances": DISTANCES,   # every weight_distance output (Table 5)
     }
     # Build everything in a scratch folder first: a failure leaves the previous report intact.
     build = REPORTS / ".report-build"

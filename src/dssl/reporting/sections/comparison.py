@@ -4,7 +4,11 @@ A comparison table is rows x columns of pretrained cells of one model under one 
 strategy (a named entry of params.yaml's ``strategies``), a column a place (a partition for FL, a graph
 for DecL); either may pin the other part with ``"<strategy>@<place>"`` (Table 6's FL reference row is
 ``decl-uniform@complete``), a row may name another model with ``"<model>:<strategy>"`` (paper B's tables
-compare methods), and a row may give one spec per column (Table 7, whose columns are values of gamma). Row and column labels are the paper's own keys, so the paper's values print beside ours. Each table states one claim
+compare methods), a row may name a cell of another framework with ``"central/<model>"`` (the model trained
+on the pooled data) or ``"local/<model>"`` (its stand-alone clients on the column's partition, scored as
+their mean), and a row may give one spec per column (Table 7, whose columns are values of gamma).
+``references`` are rows printed beside the others but left out of the claim (paper B's centralised
+BYOL: an upper bound, not a competitor). Row and column labels are the paper's own keys, so the paper's values print beside ours. Each table states one claim
 of the form "row R is above every other row", checked per column on paired per-seed differences
 (supported when R beats every other row beyond its interval, contradicted when some row beats R beyond
 its interval, otherwise inconclusive), and untestable where a compared pretraining does not beat random
@@ -23,7 +27,9 @@ from dssl.reporting.sections.base import FOLDER, ReportContext, ReportSection, r
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from dssl.reporting.tables import CELL_NOTE, format_summary, markdown_table
 
-PLACE = {"fl": "partition", "decl": "graph"}
+PLACE = {"fl": "partition", "decl": "graph", "local": "partition"}
+OTHER_FRAMEWORKS = ("central", "local")   # row specs "<framework>/<model>"
+CellSpec = tuple[str, str, str, str]   # (framework, model, strategy or "", place or "")
 
 
 class StrategyComparison(ReportSection):
@@ -38,11 +44,14 @@ class StrategyComparison(ReportSection):
     gate_best_row_only: ClassVar[bool] = False
 
     def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
-                 protocol: str = "finetune", best: str | None = None) -> None:
+                 protocol: str = "finetune", best: str | None = None, references: tuple[str, ...] | list[str] = (),
+                 paper_scale_only: tuple[str, ...] | list[str] = ()) -> None:
         """``best``: the label of the paper's best row when this build labels it differently (Table 2
-        has a FedMAR row per backbone)."""
-        if framework not in PLACE:
-            raise ValueError(f"framework must be one of {sorted(PLACE)}, got {framework!r}")
+        has a FedMAR row per backbone); ``references``: rows shown but not compared; ``paper_scale_only``:
+        the paper's rows or columns this profile does not run (named in the report, so a reader sees what
+        is missing and why)."""
+        if framework not in ("fl", "decl"):
+            raise ValueError(f"framework must be one of fl, decl, got {framework!r}")
         if not rows or not columns:
             raise ValueError("rows (label -> strategy) and columns (label -> partition or graph) must be non-empty")
         self.model, self.framework, self.protocol = model, framework, protocol
@@ -51,34 +60,57 @@ class StrategyComparison(ReportSection):
             self.best_row = best
         if self.best_row not in self.rows:
             raise ValueError(f"the claim's row {self.best_row!r} is not among the rows {sorted(self.rows)}")
+        self.references, self.paper_scale_only = tuple(references), tuple(str(x) for x in paper_scale_only)
+        unknown = sorted(set(self.references) - set(self.rows)) + ([self.best_row] if self.best_row in self.references else [])
+        if unknown:
+            raise ValueError(f"references {unknown} must be rows other than the claim's row {self.best_row!r}")
+        for row in self.rows:
+            for column in self.columns:
+                self.spec(row, column)   # every cell spec parses
 
-    def spec(self, row: str, column: str) -> tuple[str, str, str] | None:
-        """(model, strategy, place) of a cell: a row's parts win over the column's; None when the row skips it."""
+    def spec(self, row: str, column: str) -> CellSpec | None:
+        """(framework, model, strategy, place) of a cell: a row's parts win over the column's; None when the
+        row skips the column. Central cells have no strategy or place, stand-alone cells no strategy."""
         row_spec = self.rows[row]
         if isinstance(row_spec, Mapping):
             row_spec = row_spec.get(column)
             if row_spec is None:
                 return None
-        model, _, row_spec = str(row_spec).rpartition(":")
-        row_strategy, _, row_place = row_spec.partition("@")
         column_spec = self.columns[column]
         column_strategy, _, column_place = column_spec.rpartition("@") if "@" in column_spec else ("", "", column_spec)
+        if "/" in str(row_spec):
+            return self._other_framework(str(row_spec), column_place, row, column)
+        model, _, row_spec = str(row_spec).rpartition(":")
+        row_strategy, _, row_place = row_spec.partition("@")
         strategy, place = row_strategy or column_strategy, row_place or column_place
         if not strategy or not place:
             raise ValueError(f"cell ({row}, {column}) names no {'strategy' if not strategy else 'place'}")
-        return model or self.model, strategy, place
+        return self.framework, model or self.model, strategy, place
 
-    def _cell(self, results: pd.DataFrame, model: str, strategy: str, place: str) -> pd.DataFrame:
-        return results[(results["framework"] == self.framework) & (results["model"] == model)
-                       & (results["protocol"] == self.protocol) & (results["strategy"] == strategy)
-                       & (results[PLACE[self.framework]] == place)]
+    @staticmethod
+    def _other_framework(row_spec: str, column_place: str, row: str, column: str) -> CellSpec:
+        """``central/<model>`` or ``local/<model>[@<partition>]``."""
+        framework, _, rest = row_spec.partition("/")
+        model, _, place = rest.partition("@")
+        if framework not in OTHER_FRAMEWORKS or not model or ":" in model or (framework == "central" and place):
+            raise ValueError(f"cell ({row}, {column}): {row_spec!r} is not 'central/<model>' or 'local/<model>'")
+        return framework, model, "", (place or column_place) if framework == "local" else ""
+
+    def _cell(self, results: pd.DataFrame, framework: str, model: str, strategy: str, place: str) -> pd.DataFrame:
+        chosen = ((results["framework"] == framework) & (results["model"] == model)
+                  & (results["protocol"] == self.protocol))
+        if strategy:
+            chosen &= results["strategy"] == strategy
+        if place:
+            chosen &= results[PLACE[framework]] == place
+        return results[chosen]
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         specs = {(row, column): spec for row in self.rows for column in self.columns
                  if (spec := self.spec(row, column)) is not None}
         self._cells = {key: cell for key, spec in specs.items() if not (cell := self._cell(ctx.results, *spec)).empty}
-        return pd.DataFrame([{"row": row, "column": column, "model": specs[(row, column)][0],
-                              "strategy": specs[(row, column)][1], "place": specs[(row, column)][2],
+        return pd.DataFrame([{"row": row, "column": column, **dict(zip(("framework", "model", "strategy", "place"),
+                                                                        specs[(row, column)])),
                               **accuracy_summary(cell)} for (row, column), cell in self._cells.items()])
 
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
@@ -88,7 +120,8 @@ class StrategyComparison(ReportSection):
     def column_finding(self, column: str, gate: PretrainingGate) -> Finding | None:
         """The claim in one column: the best row against every other row (None when a side is missing)."""
         best = self._cells.get((self.best_row, column))
-        others = {row: cell for (row, col), cell in self._cells.items() if col == column and row != self.best_row}
+        others = {row: cell for (row, col), cell in self._cells.items()
+                  if col == column and row != self.best_row and row not in self.references}
         if best is None or not others:
             return None
         subject = f"{self.framework.upper()} {column}: {self.best_row} vs {', '.join(others)}"
@@ -106,8 +139,10 @@ class StrategyComparison(ReportSection):
         measured = self._wide({(r.row, r.column): format_summary(r) for r in data.itertuples()})
         parts = [f"{self.intro} Model {self.model}, {self.framework.upper()}, {self.protocol}; {CELL_NOTE}. "
                  "Cells (row, column: model / strategy @ " + PLACE[self.framework] + "): "
-                 + "; ".join(f"{r.row}, {r.column}: {r.model} / {r.strategy} @ {r.place}" for r in data.itertuples())
-                 + ".",
+                 + "; ".join(f"{r.row}, {r.column}: {self._cell_text(r)}" for r in data.itertuples()) + "."
+                 + (f" Reference rows, not part of the claim: {', '.join(self.references)}." if self.references else "")
+                 + (f" Paper-scale only (not run in this profile): {', '.join(self.paper_scale_only)}."
+                    if self.paper_scale_only else ""),
                  "**Measured (this pipeline)**", markdown_table(measured)]
         paper = self._paper(ctx.paper)
         if paper is not None:
@@ -116,6 +151,13 @@ class StrategyComparison(ReportSection):
                      + ("\n".join(f"- {f.subject}: **{f.verdict}** — {f.evidence()}" for f in findings)
                         or "- no column has the paper's best row and another row"))
         return "\n\n".join(parts)
+
+    def _cell_text(self, r) -> str:
+        if r.framework == "central":
+            return f"{r.model} trained centrally (pooled data)"
+        if r.framework == "local":
+            return f"{r.model}, each client of {r.place} trained alone (mean over clients)"
+        return f"{r.model} / {r.strategy} @ {r.place}"
 
     def _wide(self, cells: Mapping[tuple[str, str], str]) -> pd.DataFrame:
         table = pd.DataFrame(index=pd.Index(list(self.rows), name="row"))
@@ -225,8 +267,8 @@ class Table2(StrategyComparison):
     def sizes(self, data: pd.DataFrame, ctx: ReportContext) -> pd.DataFrame:
         """Per row: its model and parameter counts (M), read from the evaluation results."""
         results, rows = ctx.results, []
-        for row, model in dict(zip(data["row"], data["model"])).items():
-            runs = results[(results["framework"] == self.framework) & (results["model"] == model)]
+        for row, framework, model in dict.fromkeys(zip(data["row"], data["framework"], data["model"])):
+            runs = results[(results["framework"] == framework) & (results["model"] == model)]
             counts = {key: next((float(v) for v in runs[key] if v is not None and v == v), None)
                       for key in ("method_parameters", "encoder_parameters")}
             if counts["method_parameters"] is None and counts["encoder_parameters"] is None:
