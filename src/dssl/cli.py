@@ -34,11 +34,17 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 def _cmd_dag(args: argparse.Namespace) -> int:
     from dssl.config.registries import load_params_fully
-    from dssl.pipeline.dvcfile import is_stale, render
+    from dssl.pipeline.dvcfile import git_tracked_outputs, is_stale, render
     from dssl.tracking import project_root
 
     root = project_root()
     params = load_params_fully(args.params)
+    tracked = git_tracked_outputs(params, root)
+    if tracked:
+        print(f"git tracks files inside stage outputs, which DVC refuses to save (after running the stage): "
+              f"{', '.join(tracked)}; remove them from git first: git rm --cached {' '.join(tracked)}",
+              file=sys.stderr)
+        return 1
     if args.action == "check":
         if is_stale(params, root):
             print(f"{root / 'dvc.yaml'} is stale for {args.params}: run `dssl dag write --params {args.params}`",

@@ -12,7 +12,7 @@ from dssl.config.params import load_params, read_params
 from dssl.pipeline.catalogue import KINDS, Catalogue, instances, manifest_path, producer
 from dssl.pipeline.code import code_manifest
 from dssl.pipeline.codedeps import closure_files, code_dependencies, compact, import_closure, package_root
-from dssl.pipeline.dvcfile import is_stale, render
+from dssl.pipeline.dvcfile import git_tracked_outputs, is_stale, render
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,6 +27,26 @@ def test_a_stale_dvc_yaml_is_detected(make_project) -> None:
     assert not is_stale(params, root)
     params["pretrain"]["fl"]["grids"]["table1"]["models"] = ["simsiam-cnn"]  # a grid change without `dssl dag write`
     assert is_stale(params, root)
+
+
+def test_git_tracked_files_inside_outputs_are_found_before_any_stage_runs(make_project, monkeypatch, capsys) -> None:
+    """An output folder that moved (Table 5's local models) can hold a .gitignore git still tracks: DVC would
+    refuse the output only after training; ``dssl dag write`` names the files and the fix first."""
+    import subprocess
+
+    from dssl.cli import main
+
+    root = make_project("configs/ci.yaml")
+    params = read_params(root / "params.yaml")
+    assert git_tracked_outputs(params, root) == []
+    stale = root / "models/local/simsiam-cnn/fl-label/.gitignore"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("/fedavg\n")
+    subprocess.run(["git", "add", "-f", str(stale)], cwd=root, check=True)
+    assert git_tracked_outputs(params, root) == ["models/local/simsiam-cnn/fl-label/.gitignore"]
+    monkeypatch.chdir(root)
+    assert main(["dag", "write", "--params", "params.yaml"]) == 1
+    assert "git rm --cached models/local/simsiam-cnn/fl-label/.gitignore" in capsys.readouterr().err
 
 
 def _modulefinder_imports(entry: str) -> set[str]:

@@ -94,3 +94,16 @@ def render(params: dict, project: Path) -> str:
 def is_stale(params: dict, project: Path) -> bool:
     path = Path(project) / "dvc.yaml"
     return not path.exists() or path.read_text() != render(params, project)
+
+
+def git_tracked_outputs(params: dict, project: Path) -> list[str]:
+    """Files git tracks inside stage outputs. DVC refuses to save such an output, but only after the stage
+    has run; a grid change that moves outputs (an old output's ``.gitignore`` left inside a new output
+    folder) would fail a long run at its end, so ``dssl dag write`` refuses first. Empty outside git."""
+    import subprocess
+
+    outputs = sorted({out for stage in Catalogue(params, project).stages for out in stage.outputs})
+    found = subprocess.run(["git", "ls-files", "-z", "--", *outputs], cwd=project, capture_output=True)
+    if found.returncode != 0:   # not a git work tree: nothing is tracked
+        return []
+    return sorted(name for name in found.stdout.decode().split("\0") if name)
