@@ -10,14 +10,14 @@ from typing import Callable
 import pytest
 
 from dssl.config.params import read_params
-from dssl.pipeline.dvcfile import render
+from dssl.pipeline.dvcfile import write_files
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
     """A scratch DVC+git project with this repo's DAG, sources and the given params file."""
-    for item in ("dvc.yaml", "Snakefile", ".dvcignore", ".gitignore", "configs", "profiles"):
+    for item in ("Snakefile", ".dvcignore", ".gitignore", "configs", "profiles"):
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, target / item)
     (target / ".dvc").mkdir()
@@ -25,8 +25,8 @@ def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
     shutil.copytree(REPO / ".dvc" / "plots", target / ".dvc" / "plots")  # the plot templates dvc.yaml names
     shutil.copytree(REPO / "src", target / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(REPO / params_file, target / "params.yaml")
-    # dvc.yaml is rendered for the params file in use, as `make repro` does (`dssl dag write`).
-    (target / "dvc.yaml").write_text(render(read_params(target / "params.yaml"), target))
+    # the dvc.yaml files are rendered for the params file in use, as `make repro` does (`dssl dag write`).
+    write_files(read_params(target / "params.yaml"), target)
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
     return target
 

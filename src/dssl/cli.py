@@ -34,7 +34,7 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 def _cmd_dag(args: argparse.Namespace) -> int:
     from dssl.config.registries import load_params_fully
-    from dssl.pipeline.dvcfile import git_tracked_outputs, is_stale, render
+    from dssl.pipeline.dvcfile import dangling_stages, git_tracked_outputs, is_stale, write_files
     from dssl.tracking import project_root
 
     root = project_root()
@@ -45,15 +45,21 @@ def _cmd_dag(args: argparse.Namespace) -> int:
               f"{', '.join(tracked)}; remove them from git first: git rm --cached {' '.join(tracked)}",
               file=sys.stderr)
         return 1
+    dangling = dangling_stages(params, root)
+    if dangling:
+        print(f"{args.params}: no table or figure reads stages {', '.join(dangling)}, so `dvc repro` would never "
+              "run them; give their framework an evaluation protocol (evaluate.protocols) or drop their grid",
+              file=sys.stderr)
+        return 1
     if args.action == "check":
         if is_stale(params, root):
-            print(f"{root / 'dvc.yaml'} is stale for {args.params}: run `dssl dag write --params {args.params}`",
+            print(f"the dvc.yaml files are stale for {args.params}: run `dssl dag write --params {args.params}`",
                   file=sys.stderr)
             return 1
-        print("dvc.yaml is up to date")
+        print("dvc.yaml files are up to date")
         return 0
-    (root / "dvc.yaml").write_text(render(params, root))
-    print(f"wrote {root / 'dvc.yaml'} from the stage catalogue and {args.params}")
+    written = write_files(params, root)
+    print(f"wrote {', '.join(written)} from the stage catalogue and {args.params}")
     return 0
 
 
@@ -109,8 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         stage.add_argument("--params", default="params.yaml", type=Path)
         stage.set_defaults(func=_cmd_stage, stage=kind.name)
 
-    dag = sub.add_parser("dag", help="dvc.yaml from the stage catalogue")
-    dag.add_argument("action", choices=["write", "check"], help="write dvc.yaml, or exit 1 if it is stale")
+    dag = sub.add_parser("dag", help="the dvc.yaml files from the stage catalogue")
+    dag.add_argument("action", choices=["write", "check"], help="write the dvc.yaml files, or exit 1 if one is stale")
     dag.add_argument("--params", default="params.yaml", type=Path)
     dag.set_defaults(func=_cmd_dag)
 

@@ -7,6 +7,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from dssl.lineage.lock import lock_files
 from cluster_run import ci_local_run, git_commit, results, run  # noqa: F401 - ci_local_run: the shared fixture
 
 pytestmark = pytest.mark.slow
@@ -24,6 +26,7 @@ def test_push_clone_pull_then_nothing_to_do(ci_local_run, tmp_path: Path) -> Non
     run(["dvc", "pull"], clone)
 
     assert results(clone) == results(project)
-    assert (clone / "dvc.lock").read_bytes() == (project / "dvc.lock").read_bytes()
+    for lock in lock_files(project):   # every lock file, committed with the project, reads back the same
+        assert (clone / lock.relative_to(project)).read_bytes() == lock.read_bytes()
     assert run(["dvc", "status", "--json"], clone).strip().splitlines()[-1] == "{}"
     assert "Running stage" not in run(["dvc", "repro"], clone)

@@ -17,6 +17,7 @@ from conftest import copy_project
 
 from dssl.lineage import lineage as trace
 from dssl.lineage import render_text
+from dssl.lineage.lock import lock_files
 from dssl.tracking.lineage import file_md5
 
 pytestmark = pytest.mark.slow
@@ -77,7 +78,8 @@ def test_lineage_of_a_result_is_what_dvc_lock_and_mlflow_hold(project: Path) -> 
     assert result["file"] == RESULT and result["result"]["test_acc"] == record["test_acc"]
     assert answer["matches_lock"] and result["mismatches"] == []
 
-    lock = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    lock = {name: entry for path in lock_files(project)   # the top-level dvc.lock and each kind file's
+            for name, entry in yaml.safe_load(path.read_text())["stages"].items()}
     stages = {s["name"]: s for s in result["stages"]}
     evaluate, pretrain = "evaluate_fl@simsiam-cnn-fl-label-fedavg", "pretrain_fl@simsiam-cnn-fl-label-fedavg"
     assert set(stages) == {evaluate, pretrain, "partitions", "prepare@digits", "code"}
@@ -127,12 +129,15 @@ def test_bad_questions_get_one_clear_error(project: Path, args: list[str], messa
 
 
 def test_without_dvc_lock_lineage_says_so(project: Path) -> None:
-    lock = project / "dvc.lock"
-    lock.rename(project / "dvc.lock.aside")
+    locks = lock_files(project)   # the top-level one and each kind file's
+    assert len(locks) > 1
+    for lock in locks:
+        lock.rename(lock.with_suffix(".aside"))
     try:
         answer = run(["dssl", "lineage", RESULT], project, ok=False)
     finally:
-        (project / "dvc.lock.aside").rename(lock)
+        for lock in locks:
+            lock.with_suffix(".aside").rename(lock)
     assert answer.returncode == 2 and "no dvc.lock" in answer.stderr
 
 
@@ -195,7 +200,7 @@ def test_dvc_exp_run_then_exp_show_and_params_diff(project: Path) -> None:
     finally:
         run(["dssl", "warm", "stop"], project)
     output = (ran.stdout + ran.stderr).splitlines()
-    stages = {line.split("'")[1] for line in output if line.startswith("Running stage")}
+    stages = {line.split("'")[1].rpartition(":")[2] for line in output if line.startswith("Running stage")}
     assert stages == {"pretrain_central@simsiam-cnn", "evaluate_central@simsiam-cnn", "report"}
 
     params = dvc_json(["params", "diff"], project)["params.yaml"]

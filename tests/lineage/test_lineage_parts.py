@@ -12,7 +12,7 @@ from dssl.config.params import read_params
 from dssl.lineage.cell import cell_runs
 from dssl.lineage.lock import LineageError, folder_md5, producer, producers, read_lock
 from dssl.pipeline.catalogue import KINDS, StageKind, declared_outputs, instances
-from dssl.pipeline.dvcfile import render
+from dssl.pipeline.dvcfile import TOP_LEVEL, render_files, rendered_stages
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,7 +93,7 @@ def test_a_missing_table_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_evaluation_results_are_metrics_and_figures_plots_in_dvc_yaml() -> None:
     params = read_params(REPO / "configs/ci.yaml")
-    dvc = yaml.safe_load(render(params, REPO))
+    dvc = {**yaml.safe_load(render_files(params, REPO)[TOP_LEVEL]), "stages": rendered_stages(params, REPO)}
     for kind in ("evaluate_fl", "evaluate_decl", "evaluate_central", "evaluate_random"):
         block = dvc["stages"][kind]["do"]
         assert block["metrics"][0].startswith("reports/metrics/") and "outs" not in block, kind

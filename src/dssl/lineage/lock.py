@@ -1,6 +1,6 @@
-"""dvc.lock as the record of what produced what, and the workspace compared against it.
+"""The dvc.lock files as the record of what produced what, and the workspace compared against it.
 
-dvc.lock holds, per stage that ran, the command, the params VALUES it read and the md5 of every
+A dvc.lock lies beside each dvc.yaml (the top-level one and ``pipelines/<kind>/``); together they hold, per stage that ran, the command, the params VALUES it read and the md5 of every
 dependency and output (a folder as DVC's ``<md5>.dir``: the md5 of the JSON list of its files'
 ``{"md5", "relpath"}`` sorted by path; the list itself lies in the DVC cache). Walking from an output
 to the stage that wrote it, and from that stage's dependencies to their producers, gives a number's
@@ -54,17 +54,27 @@ class LockedStage:
         return next((o for o in self.outs if path == o.path or path.startswith(o.path + "/")), None)
 
 
+def lock_files(root: Path) -> list[Path]:
+    """The lock file of every dvc.yaml of the project that has one (top level first)."""
+    root = Path(root)
+    files = [root / LOCK_FILE, *sorted(p.parent / LOCK_FILE for p in root.glob("pipelines/*/dvc.yaml"))]
+    return [path for path in files if path.is_file()]
+
+
 def read_lock(root: Path) -> dict[str, LockedStage]:
-    """Every stage dvc.lock records, by name."""
-    path = Path(root) / LOCK_FILE
-    if not path.is_file():
-        raise LineageError(f"{path}: no dvc.lock, so nothing records what produced the results. "
+    """Every stage the lock files record, by name."""
+    paths = lock_files(root)
+    if not paths:
+        raise LineageError(f"{Path(root) / LOCK_FILE}: no dvc.lock, so nothing records what produced the results. "
                            "Run `dvc repro` (or `dvc commit -f` after Snakemake) first.")
-    try:
-        lock = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise LineageError(f"{path}: not valid YAML ({err}); restore it with `git checkout {LOCK_FILE}`") from err
-    return {name: _stage(name, entry) for name, entry in (lock.get("stages") or {}).items()}
+    stages: dict[str, LockedStage] = {}
+    for path in paths:
+        try:
+            lock = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise LineageError(f"{path}: not valid YAML ({err}); restore it with `git checkout {path}`") from err
+        stages.update({name: _stage(name, entry) for name, entry in (lock.get("stages") or {}).items()})
+    return stages
 
 
 def _stage(name: str, entry: dict) -> LockedStage:

@@ -1,8 +1,16 @@
-"""dvc.yaml rendered from the stage catalogue (``dssl dag write``; ``dssl dag check`` finds it stale).
+"""dvc.yaml files rendered from the stage catalogue (``dssl dag write``; ``dssl dag check`` finds them stale).
 
 A kind with arguments becomes one ``foreach`` stage over a literal table of its instances, so DVC
-names each ``<kind>@<key>`` and dvc.yaml stays one block per kind however large the grid; a kind
-without arguments becomes a plain stage. Every command calls the ``dssl`` CLI with the params file
+names each ``<kind>@<key>`` and a dvc.yaml stays one block per kind however large the grid; a kind
+without arguments becomes a plain stage.
+
+The training and evaluation kinds (most of the stages) each get their own file,
+``pipelines/<kind>/dvc.yaml`` (run from the project root: ``wdir: ../..``, so every path stays
+root-relative); the rest, with the report and the plots, stay in the top-level ``dvc.yaml``. Why: DVC
+re-reads and rewrites a stage's whole lock file (round-trip YAML, pure Python) after every stage it
+runs, so one dvc.lock of ~100 stages cost ~2 s per stage, more than many stages compute; per-kind lock
+files are a fraction of that size. Every stage of a kind file is upstream of the report, so `dvc repro`
+(the top-level dvc.yaml) reaches all of them; ``dangling_stages`` guards that. Every command calls the ``dssl`` CLI with the params file
 DVC tracks (params.yaml). Outputs the catalogue marks as metrics or plots go under the stage's
 ``metrics:``/``plots:`` (cached like every output, so ``dvc metrics diff <rev>`` and ``dvc exp show``
 read any recorded revision from the DVC cache), and the catalogue's plot definitions become the
@@ -25,6 +33,14 @@ HEADER = """\
 # of the kind's import closure inside dssl (src/dssl/pipeline/codedeps.py, src/dssl/pipeline/code.py).
 """
 PARAMS_FILE = "params.yaml"
+TOP_LEVEL = "dvc.yaml"
+PIPELINES = "pipelines"
+KIND_WDIR = "../.."   # a kind file's stages run in the project root
+
+
+def pipeline_file(kind: StageKind) -> str:
+    """The dvc.yaml that holds a kind's stages (project-relative)."""
+    return f"{PIPELINES}/{kind.name}/dvc.yaml" if kind.training else TOP_LEVEL
 
 
 class _Row(dict):
@@ -57,7 +73,10 @@ def _kind_templates(kind: StageKind, params: dict) -> dict[str, list[str]]:
 
 
 def _stage_block(kind: StageKind, catalogue: Catalogue, cmd: str, templates: dict[str, list[str]]) -> dict:
-    block: dict = {"cmd": cmd, "deps": templates["inputs"] + catalogue.dvc_code(kind)}
+    block: dict = {"cmd": cmd}
+    if pipeline_file(kind) != TOP_LEVEL:
+        block["wdir"] = KIND_WDIR
+    block["deps"] = templates["inputs"] + catalogue.dvc_code(kind)
     if templates["params"]:
         block["params"] = templates["params"]
     block.update({group: templates[group] for group in OUTPUT_GROUPS if templates[group]})
@@ -78,22 +97,69 @@ def _plain_stage(stage: StageInstance, catalogue: Catalogue) -> dict:
     return _stage_block(stage.kind, catalogue, stage.command(PARAMS_FILE), templates)
 
 
-def render(params: dict, project: Path) -> str:
-    """The text of dvc.yaml for ``params`` (validated) in ``project``."""
+def render_files(params: dict, project: Path) -> dict[str, str]:
+    """The text of every dvc.yaml for ``params`` (validated) in ``project``, by project-relative path."""
     catalogue = Catalogue(params, project)
-    stages: dict[str, dict] = {}
+    files: dict[str, dict] = {TOP_LEVEL: {}}
     for kind in dict.fromkeys(s.kind for s in catalogue.stages):
         of_kind = catalogue.of_kind(kind)
-        stages[kind.name] = _foreach_stage(kind, catalogue, of_kind) if kind.args else _plain_stage(of_kind[0], catalogue)
-    document: dict = {"stages": stages}
+        block = _foreach_stage(kind, catalogue, of_kind) if kind.args else _plain_stage(of_kind[0], catalogue)
+        files.setdefault(pipeline_file(kind), {})[kind.name] = block
+    documents = {path: {"stages": stages} for path, stages in files.items()}
     if plot_definitions(params):
-        document["plots"] = plot_definitions(params)
-    return HEADER + yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+        documents[TOP_LEVEL]["plots"] = plot_definitions(params)
+    return {path: HEADER + yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
+            for path, document in documents.items()}
+
+
+def rendered_stages(params: dict, project: Path) -> dict[str, dict]:
+    """Every kind's stage block across the dvc.yaml files, by kind name (plain stages by stage name)."""
+    return {name: block for text in render_files(params, project).values()
+            for name, block in (yaml.safe_load(text)["stages"] or {}).items()}
+
+
+def existing_files(project: Path) -> list[str]:
+    """The dvc.yaml files the project holds now (top level and kind files)."""
+    root = Path(project)
+    found = [TOP_LEVEL] if (root / TOP_LEVEL).exists() else []
+    return found + sorted(p.relative_to(root).as_posix() for p in root.glob(f"{PIPELINES}/*/dvc.yaml"))
+
+
+def write_files(params: dict, project: Path) -> list[str]:
+    """Write every dvc.yaml and remove the kind files no kind renders any more; returns the paths written."""
+    files = render_files(params, project)
+    for stale in set(existing_files(project)) - set(files):
+        (Path(project) / stale).unlink()
+    for path, text in files.items():
+        target = Path(project) / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    return list(files)
 
 
 def is_stale(params: dict, project: Path) -> bool:
-    path = Path(project) / "dvc.yaml"
-    return not path.exists() or path.read_text() != render(params, project)
+    files = render_files(params, project)
+    if set(existing_files(project)) != set(files):
+        return True
+    return any((Path(project) / path).read_text() != text for path, text in files.items())
+
+
+def dangling_stages(params: dict, project: Path) -> list[str]:
+    """Stages of kind files that no top-level stage needs: `dvc repro` (the top-level dvc.yaml and what it
+    depends on) would never run them. Such a stage is trained for nothing (e.g. an FL grid whose framework
+    lists no evaluation protocol and no Table 5 cell reads it)."""
+    stages = Catalogue(params, project).stages
+    producers = {out: stage for stage in stages for out in stage.outputs}
+    needed = [stage for stage in stages if pipeline_file(stage.kind) == TOP_LEVEL]
+    seen: set[str] = set()
+    while needed:
+        stage = needed.pop()
+        if stage.name in seen:
+            continue
+        seen.add(stage.name)
+        needed += [producer for path in stage.inputs for out, producer in producers.items()
+                   if path == out or path.startswith(out + "/") or out.startswith(path + "/")]
+    return [stage.name for stage in stages if stage.name not in seen]
 
 
 def git_tracked_outputs(params: dict, project: Path) -> list[str]:
