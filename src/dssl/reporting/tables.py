@@ -23,7 +23,7 @@ DATASET_NAMES = {"digits": "Digits", "digits_on_photos": "Digits on photos", "ci
                  "cifar100": "CIFAR-100", "imagenet": "ImageNet", "mini_imagenet": "Mini-ImageNet"}
 METHOD_ORDER = ("SimSiam", "MAE")          # paper A's order: SimSiam + CNN, MAE + CNN, SimSiam + ViT, MAE + ViT
 FAMILY_ORDER = ("CNN", "ViT")
-FRAMEWORK_ORDER = ("central", "fl", "decl")
+FRAMEWORK_ORDER = ("central", "fl", "decl", "local")
 CELL_NOTE = ("mean over seeds ± half-width of the 95 % Student-t interval over seeds [n seeds]; "
              "\"test ±\" is the half-width of the 95 % Wilson interval of that accuracy on the test set "
              "(the sampling error of one test set, which the seed interval does not contain)")

@@ -25,6 +25,8 @@ CELL = ["model", "framework", "setting", "strategy", "dataset", "protocol"]
 def _setting(run: Any) -> str:
     if run.framework == "fl":
         return run.partition
+    if run.framework == "local":   # the stand-alone clients of a partition, scored as their mean
+        return f"{run.partition} (each client alone)"
     if run.framework == "decl":
         return f"{run.graph} ({run.partition})"
     return "-"
