@@ -32,10 +32,12 @@ def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
             assert keys[0] == f"{'datasets' if kind == 'prepare' else 'improved_graphs'}.{entry}", stage
     # the light stages that build every partition / graph read exactly their section
     assert params_deps["partitions"] == ["partitions"] and params_deps["graphs"] == ["graphs"]
-    # training stages read their model's entry, never the whole models section or another grid
+    # training stages read their model's entry and its backbone family's optimizer, never the whole models
+    # section, another family's optimizer or another grid
     assert params_deps["pretrain_fl@mae-vit-fl-label-fedavg"] == sorted([
-        "models.mae-vit", "pretrain.dataset", "pretrain.fl.train", "pretrain.image_size", "pretrain.optimizers",
+        "models.mae-vit", "pretrain.dataset", "pretrain.fl.train", "pretrain.image_size", "pretrain.optimizers.vit",
         "seeds", "strategies.fedavg"])
+    assert "pretrain.optimizers.cnn" in params_deps["pretrain_central@simsiam-cnn"]
     assert params_deps["evaluate_decl@mae-cnn-uniform-3-decl-uniform"] == sorted([
         "evaluate.datasets", "evaluate.finetune", "evaluate.protocols.decl", "pretrain.image_size", "seeds",
         "strategies.decl-uniform"])

@@ -102,16 +102,23 @@ def _section(params: dict, *path: str):
     return value or {}
 
 
+def _family(params: dict, model: str) -> str:
+    """The backbone family of a model: which ``pretrain.optimizers`` entry its training reads."""
+    from dssl.config.sections import backbone_family
+
+    return backbone_family(params["models"][model]["backbone"])
+
+
 def _fl_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"]}
-            for m, p, s in grid_cells(params, "fl")]
+    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"],
+             "family": _family(params, m)} for m, p, s in grid_cells(params, "fl")]
 
 
 def _decl_cells(params: dict) -> list[Fields]:
     from dssl.config.sections import graph_partition
 
     return [{"model": m, "graph": g, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "partition": graph_partition(params, g)}
+             "partition": graph_partition(params, g), "family": _family(params, m)}
             for m, g, s in grid_cells(params, "decl")]
 
 
@@ -121,7 +128,8 @@ def _weight_distance_cells(params: dict) -> list[Fields]:
 
 
 def _local_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"]} for m, p in local_cells(params)]
+    return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"], "family": _family(params, m)}
+            for m, p in local_cells(params)]
 
 
 def _local_params(params: dict) -> list[str]:
@@ -131,12 +139,12 @@ def _local_params(params: dict) -> list[str]:
 
 
 def _central_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "dataset": params["pretrain"]["dataset"]}
+    return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m)}
             for m in _section(params, "pretrain", "central").get("models", [])]
 
 
 def _pretrain_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
-    return _const("models.{model}", "pretrain.dataset", "pretrain.image_size", "pretrain.optimizers",
+    return _const("models.{model}", "pretrain.dataset", "pretrain.image_size", "pretrain.optimizers.{family}",
                   f"pretrain.{framework}.train", *extra, "seeds")
 
 
