@@ -10,11 +10,12 @@ root-relative); the rest, with the report and the plots, stay in the top-level `
 re-reads and rewrites a stage's whole lock file (round-trip YAML, pure Python) after every stage it
 runs, so one dvc.lock of ~100 stages cost ~2 s per stage, more than many stages compute; per-kind lock
 files are a fraction of that size. Every stage of a kind file is upstream of the report, so `dvc repro`
-(the top-level dvc.yaml) reaches all of them; ``dangling_stages`` guards that. Every command calls the ``dssl`` CLI with the params file
-DVC tracks (params.yaml). Outputs the catalogue marks as metrics or plots go under the stage's
-``metrics:``/``plots:`` (cached like every output, so ``dvc metrics diff <rev>`` and ``dvc exp show``
-read any recorded revision from the DVC cache), and the catalogue's plot definitions become the
-top-level ``plots:``.
+(the top-level dvc.yaml) reaches all of them; ``dangling_stages`` guards that.
+
+Every command calls the ``dssl`` CLI with the params file DVC tracks (params.yaml). Outputs the
+catalogue marks as metrics or plots go under the stage's ``metrics:``/``plots:`` (cached like every
+output, so ``dvc metrics diff <rev>`` and ``dvc exp show`` read any recorded revision from the DVC
+cache), and the catalogue's plot definitions become the top-level ``plots:``.
 """
 
 from __future__ import annotations
