@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -59,8 +60,8 @@ class Abort(Exception):
     """Raised by ``abort_after``: an interruption the resume tests then recover from."""
 
 
-def abort_after(simulator, steps: int) -> None:
-    """Make the run raise ``Abort`` right after its ``steps``-th optimiser step (an interrupted run)."""
+def after_steps(simulator, steps: int, action: Callable[[], None]) -> None:
+    """Make the run call ``action`` right after its ``steps``-th optimiser step."""
     count = 0
     original = simulator.method.after_optimizer_step
 
@@ -69,25 +70,26 @@ def abort_after(simulator, steps: int) -> None:
         original()
         count += 1
         if count == steps:
-            raise Abort
+            action()
 
     simulator.method.after_optimizer_step = counting_step
+
+
+def abort_after(simulator, steps: int) -> None:
+    """Make the run raise ``Abort`` right after its ``steps``-th optimiser step (an interrupted run)."""
+    def abort() -> None:
+        raise Abort
+
+    after_steps(simulator, steps, abort)
 
 
 def pause_after(simulator, steps: int, marker: Path) -> None:
     """Make the run announce itself and hang after ``steps`` optimiser steps (for SIGKILL)."""
-    count = 0
-    original = simulator.method.after_optimizer_step
+    def pause() -> None:
+        marker.write_text("paused")
+        time.sleep(600)
 
-    def counting_step() -> None:
-        nonlocal count
-        original()
-        count += 1
-        if count == steps:
-            marker.write_text("paused")
-            time.sleep(600)
-
-    simulator.method.after_optimizer_step = counting_step
+    after_steps(simulator, steps, pause)
 
 
 def run(kind: str, checkpoint_dir: Path | None = None, seed: int = 3) -> RunResult:
