@@ -15,8 +15,9 @@ from dssl.federation import (
     OptimizerConfig,
     create_strategy,
 )
-from dssl.federation.strategies.base import ClientContext
+from dssl.federation.strategies.base import ClientContext, Upload
 from dssl.federation.strategies.featarc import (
+    CLUSTER_SCORES,
     LOCAL_FEATURE_MODEL,
     FeatARC,
     alignment_scores,
@@ -70,7 +71,7 @@ def test_clients_join_the_cluster_of_highest_agreement_and_clusters_average_apar
 
     def record(client_id, global_states, local_state, ctx):
         index = original(client_id, global_states, local_state, ctx)
-        chosen.append((ctx.round, client_id, index, list(strategy.last_scores[client_id])))
+        chosen.append((ctx.round, client_id, index, list(ctx.scratch[CLUSTER_SCORES])))
         return index
 
     strategy.select_global = record
@@ -157,9 +158,9 @@ def test_final_cluster_is_the_one_most_clients_joined_last_ties_to_the_lowest():
     assert most_joined({4: 2}, 3) == 2
     assert most_joined({}, 2) == 0
     strategy = FeatARC(num_clusters=3)
-    strategy._record_choice(0, 0, 2)
-    strategy._record_choice(1, 0, 1)  # a new round forgets the previous one's choices
-    strategy._record_choice(1, 1, 0)
+    strategy.receive_uploads([Upload(0, 8, {}, model_index=2)], 0)
+    strategy.receive_uploads([Upload(0, 8, {}, model_index=1), Upload(1, 8, {}, model_index=0)], 1)
+    assert strategy.choices == {0: 1, 1: 0}  # a new round forgets the previous one's choices
     assert strategy.final_global_index([{}, {}, {}]) == 0
     restored = FeatARC(num_clusters=3)
     restored.load_state_dict(strategy.state_dict())

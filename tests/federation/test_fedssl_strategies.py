@@ -252,9 +252,12 @@ def test_fedema_code_divergence_autoscales_from_the_first_drift():
     strategy = create_strategy("fedema", divergence="code", tau=0.8)
     strategy.setup(method)
     assert strategy.measured_keys and all(len(method.state_dict()[k].shape) == 4 for k in strategy.measured_keys)
+    new_global = filled(method, GLOBAL, strategy.shared_keys)
+    strategy.server_step([new_global], [Upload(1, 8, filled(method, LOCAL, strategy.shared_keys),
+                                               extras={"drift": 0.4})], 0)
+    assert strategy.lambdas == {"1": pytest.approx(2.0)}  # tau / the drift of its first local training
     local_state = {LOCAL_MODEL: filled(method, LOCAL, strategy.kept_keys), "drift": 0.4}
-    strategy.client_update_start(1, filled(method, GLOBAL, strategy.shared_keys), local_state, ctx(1))
-    assert strategy.lambdas == {"1": pytest.approx(2.0)}
+    strategy.client_update_start(1, new_global, local_state, ctx(1))
     assert local_state["fedema"]["mu"] == pytest.approx(0.8)
 
 

@@ -409,6 +409,7 @@ class FLSimulator(Simulator):
             upload, result = self._train_client(client_id, round_index, participation, self.global_states)
             uploads.append(upload)
             results.append(result)
+        self.strategy.receive_uploads(uploads, round_index)
         self.global_states = self.strategy.server_step(self._aggregate(uploads), uploads, round_index)
         return results, {}
 
@@ -485,6 +486,7 @@ class DecLSimulator(Simulator):
             upload.state = self.states.row(client_id)  # drop the clone; the row holds the weights
             uploads.append(upload)
             results.append(result)
+        self.strategy.receive_uploads(uploads, round_index)
         if not mix_first:
             extras["consensus_distance"] = self._gossip(uploads, round_index)
         return results, extras

@@ -15,6 +15,8 @@ client_update_start    the state a client trains from, given the global and its 
                        them; FedEMA blends, FedU keeps the predictor when it diverges)
 client_loss            the local objective (``method.training_loss``; FedMAR adds A-MMD to z_bar)
 client_upload          what is sent back (the shared state tensors; FedMAR adds z)
+receive_uploads        what the server (FL) or the neighbourhood (DecL) records from a round's
+                       uploads before aggregating or mixing (FeatARC's cluster choices, DecMAR's z)
 aggregate              the server's merge of one global model's uploads (weighted FedAvg)
 server_step            anything else the server does once per round (Orchestra's centroids)
 gossip                 DecL's neighbour averaging, X <- W X (DecMAR also mixes z)
@@ -29,6 +31,13 @@ any other. ``frameworks`` says where a strategy runs (FedMAR in FL only, DecMAR 
 Per-client state that must persist between rounds (kept model tensors, FedEMA's previous weights,
 counters) lives in the ``local_state`` dict the simulators pass to the hooks: one dict per client,
 checkpointed after every round. Keys under ``LOCAL_MODEL`` hold model tensors the client keeps.
+
+Client-side hooks (``select_global`` to ``client_upload``) read the strategy's checkpointed state
+(``state_dict``) and write only the client's ``local_state``, ``ctx.scratch`` and the upload (and
+working buffers they rebuild for every client, such as FeatARC's frozen encoder); what the server
+learns from a client it learns from the upload, in ``receive_uploads``, ``aggregate``, ``server_step``
+or ``gossip``. So a client trains the same in the server's process as in a worker process that holds
+a copy of the strategy (``dssl.federation.parallel``), and the same after a resume.
 
 Per-client memory (the method's ``client_state_keys()``: EMA target / momentum networks, MoCo's
 queue and pointer) is local in every strategy: never uploaded, never part of a global model, never
@@ -203,6 +212,9 @@ class Strategy:
                       model_index=ctx.model_index)
 
     # -- server / neighbourhood side --------------------------------------------------------------
+
+    def receive_uploads(self, uploads: Sequence[Upload], round_index: int) -> None:
+        """Once per round, when every upload has arrived, before ``aggregate`` (FL) or ``gossip`` (DecL)."""
 
     def aggregate(self, uploads: Sequence[Upload], weights: np.ndarray, global_state: StateDict) -> StateDict:
         """FedAvg over the shared keys; ``weights`` are already normalised (data size or uniform).

@@ -17,6 +17,7 @@ from dssl.federation.strategies.base import ClientContext, Upload
 from dssl.federation.strategies.fedssl import FedSSL
 
 DIVERGENCES = ("paper", "code")
+DRIFT = "drift"  # local_state and Upload.extras key: the client's drift during its last local training
 
 
 @torch.no_grad()
@@ -54,7 +55,8 @@ def code_divergence_keys(method: nn.Module, keys: Iterable[str]) -> tuple[str, .
 class DivergenceAware(FedSSL):
     """FedSSL whose client update depends on a divergence (FedU, FedEMA): ``measured_keys`` are the
     tensors it is measured on; with ``divergence: code`` the client's own drift during local training
-    (start of training -> upload) is kept in ``local_state["drift"]`` for its next participation."""
+    (start of training -> upload) is kept in ``local_state["drift"]`` for its next participation and
+    sent in ``Upload.extras["drift"]``."""
 
     def __init__(self, aggregation: str = "uniform", divergence: str = "paper", **fedssl_options) -> None:
         super().__init__(aggregation, **fedssl_options)
@@ -72,10 +74,11 @@ class DivergenceAware(FedSSL):
             ctx.scratch["divergence_start"] = {k: start[k].detach().clone() for k in self.measured_keys}
 
     def client_upload(self, client_id: int, method: nn.Module, local_state: dict, ctx: ClientContext) -> Upload:
+        upload = super().client_upload(client_id, method, local_state, ctx)
         if self.uses_code_divergence:
-            local_state["drift"] = mean_layer_distance(ctx.scratch["divergence_start"], method.state_dict(),
-                                                       self.measured_keys)
-        return super().client_upload(client_id, method, local_state, ctx)
+            drift = mean_layer_distance(ctx.scratch["divergence_start"], method.state_dict(), self.measured_keys)
+            local_state[DRIFT] = upload.extras[DRIFT] = drift  # the server's autoscaler reads it too
+        return upload
 
 
 def check_divergence(name: str) -> None:

@@ -48,6 +48,7 @@ from dssl.federation.state import StateDict, load_state_, snapshot
 from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
 
 LOCAL_FEATURE_MODEL = "featarc_model"  # local_state key: the client's last trained model (all tensors)
+CLUSTER_SCORES = "cluster_scores"  # ClientContext.scratch key: the client's agreement with each cluster
 FEATURE_BATCH = 256
 ENCODER_PREFIX = "encoder."
 
@@ -120,7 +121,6 @@ class FeatARC(Strategy):
                             init_seed=int(init_seed))
         self.method: nn.Module | None = None
         self.frozen: nn.Module | None = None
-        self.last_scores: dict[int, list[float]] = {}
         self.choices: dict[int, int] = {}  # client -> cluster, in round ``choice_round``
         self.choice_round = -1
 
@@ -162,16 +162,10 @@ class FeatARC(Strategy):
         local = encoder_features(self.method, {**own}, ctx.data, ctx.device, seed)
         clusters = [encoder_features(self.method, self.client_update_start(client_id, g, local_state, ctx),
                                      ctx.data, ctx.device, seed) for g in global_states]
-        self.last_scores[client_id] = alignment_scores(local, clusters)
-        index = int(np.argmax(self.last_scores[client_id]))
-        self._record_choice(ctx.round, client_id, index)
+        ctx.scratch[CLUSTER_SCORES] = alignment_scores(local, clusters)
+        index = int(np.argmax(ctx.scratch[CLUSTER_SCORES]))
         self._freeze(global_states[index])
         return index
-
-    def _record_choice(self, round_index: int, client_id: int, index: int) -> None:
-        if round_index != self.choice_round:
-            self.choices, self.choice_round = {}, round_index
-        self.choices[client_id] = index
 
     def _freeze(self, cluster_state: Mapping[str, torch.Tensor]) -> None:
         """Load the chosen cluster model's encoder into the frozen copy that gives the alignment target."""
@@ -192,7 +186,12 @@ class FeatARC(Strategy):
         local_state[LOCAL_FEATURE_MODEL] = snapshot(method)
         return super().client_upload(client_id, method, local_state, ctx)
 
-    # -- result and checkpointing -------------------------------------------------------------------
+    # -- server side, result and checkpointing ------------------------------------------------------
+
+    def receive_uploads(self, uploads: Sequence[Upload], round_index: int) -> None:
+        """The round's cluster choices: the global model each client uploaded to."""
+        self.choices = {u.client_id: u.model_index for u in uploads}
+        self.choice_round = round_index
 
     def final_global_index(self, global_states: Sequence[StateDict]) -> int:
         """The cluster most clients joined in the last round (ties: the lowest index)."""

@@ -28,7 +28,7 @@ from torch import nn
 
 from dssl.federation.state import StateDict
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload, register_strategy
-from dssl.federation.strategies.divergence import DivergenceAware, code_divergence_keys, l2_distance
+from dssl.federation.strategies.divergence import DRIFT, DivergenceAware, code_divergence_keys, l2_distance
 
 SCALERS = ("auto", "constant")
 
@@ -73,9 +73,7 @@ class FedEMA(DivergenceAware):
         if kept is None:
             return start  # first participation: the global model (FedSSL.first_start)
         if self.uses_code_divergence:
-            divergence = float(local_state["drift"])
-            if self.hparams["scaler"] == "auto" and str(client_id) not in self.lambdas and divergence > 0:
-                self.lambdas[str(client_id)] = self.hparams["tau"] / divergence
+            divergence = float(local_state[DRIFT])
         else:
             divergence = l2_distance(global_state, kept, self.measured_keys)
         mu = ema_mu(self.scale(client_id), divergence)
@@ -93,15 +91,24 @@ class FedEMA(DivergenceAware):
 
     def server_step(self, global_states: list[StateDict], uploads: Sequence[Upload],
                     round_index: int) -> list[StateDict]:
-        """Autoscaler (paper): lambda_k = tau / ||W_g^(r+1) - W_k^r|| after a first participation."""
-        if self.hparams["scaler"] == "auto" and self.hparams["divergence"] == "paper":
-            for upload in uploads:
-                key = str(upload.client_id)
-                if key in self.lambdas:
-                    continue
+        """Autoscaler: lambda_k = tau / d_k, set once, after client k's first participation with d_k > 0.
+
+        d_k is ``paper``'s ||W_g^(r+1) - W_k^r|| (the divergence at the client's next start, so mu = tau
+        there) or ``code``'s drift during this local training (what the code divides tau by at the next
+        start, which measures that same drift).
+        """
+        if self.hparams["scaler"] != "auto":
+            return global_states
+        for upload in uploads:
+            key = str(upload.client_id)
+            if key in self.lambdas:
+                continue
+            if self.uses_code_divergence:
+                divergence = float(upload.extras[DRIFT])
+            else:
                 divergence = l2_distance(global_states[upload.model_index], upload.state, self.measured_keys)
-                if divergence > 0:
-                    self.lambdas[key] = self.hparams["tau"] / divergence
+            if divergence > 0:
+                self.lambdas[key] = self.hparams["tau"] / divergence
         return global_states
 
     # -- checkpointing ----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, register_strategy
-from dssl.federation.strategies.divergence import DivergenceAware, code_divergence_keys, l2_distance
+from dssl.federation.strategies.divergence import DRIFT, DivergenceAware, code_divergence_keys, l2_distance
 
 DIVERGENCE_OF = ("encoder", "predictor")
 
@@ -74,5 +74,5 @@ class FedU(DivergenceAware):
     def divergence(self, global_state: Mapping[str, torch.Tensor], kept: Mapping[str, torch.Tensor],
                    local_state: dict) -> float:
         if self.uses_code_divergence:
-            return float(local_state["drift"])
+            return float(local_state[DRIFT])
         return l2_distance(global_state, kept, self.measured_keys)

@@ -167,12 +167,9 @@ class DecMAR(MARStrategy):
     def reference(self, client_id: int) -> torch.Tensor | None:
         return self.neighbour_z.get(client_id)
 
-    def client_upload(self, client_id: int, method: nn.Module, local_state: dict,
-                      ctx: ClientContext) -> Upload:
-        upload = super().client_upload(client_id, method, local_state, ctx)
-        if "z" in upload.extras:  # kept for the gossip, which may come at the start of the next round
-            self.sent_z[client_id] = upload.extras["z"]
-        return upload
+    def receive_uploads(self, uploads: Sequence[Upload], round_index: int) -> None:
+        """Keep each client's z for the gossip, which may come at the start of the next round."""
+        self.sent_z.update({u.client_id: u.extras["z"] for u in uploads if "z" in u.extras})
 
     def gossip(self, states: StackedStates, mixing: torch.Tensor, uploads: Sequence[Upload],
                round_index: int) -> None:
