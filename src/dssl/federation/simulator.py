@@ -21,6 +21,7 @@ run continues to the same final weights, bit for bit, as an uninterrupted one (s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -29,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -48,6 +49,7 @@ from dssl.federation.local import (
     round_lr,
     train_client,
 )
+from dssl.federation.parallel import ClientOutcome, ClientTask, ClientWorkers, check_worker_count
 from dssl.federation.reproducibility import (
     Stream,
     configure_determinism,
@@ -186,7 +188,10 @@ class Simulator:
     to checkpoint and resume (None: no checkpoints). ``run_config``: whatever else identifies the run
     (dataset, partition and graph hashes, method hyper-parameters); it enters the fingerprint a
     checkpoint must match. ``on_mismatch``: ``error`` refuses a foreign checkpoint, ``restart``
-    trains from scratch and overwrites it.
+    trains from scratch and overwrites it. ``client_workers``: how many clients of a round train at once,
+    each in a forked CPU process with one torch thread (``dssl.federation.parallel``); 1 trains them one
+    after another in this process. It changes the wall time only, so it is not part of the fingerprint:
+    with one torch thread here too, the weights are the same bits either way.
     """
 
     kind = "base"
@@ -201,6 +206,7 @@ class Simulator:
         checkpoint_dir: Path | str | None = None,
         run_config: Mapping[str, Any] | None = None,
         on_mismatch: str = "error",
+        client_workers: int = 1,
     ):
         config.validate()
         if on_mismatch not in ON_MISMATCH:
@@ -216,6 +222,9 @@ class Simulator:
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.on_mismatch = on_mismatch
         self.device = next(method.parameters()).device
+        check_worker_count(client_workers, self.device)
+        self.client_workers = client_workers
+        self._workers: ClientWorkers | None = None
         strategy.setup(method)
         self.initial_state = snapshot(method)
         self.optimizer = build_optimizer(method, config.optimizer, config.optimizer.lr(config.batch_size))
@@ -253,7 +262,8 @@ class Simulator:
 
         Each metrics record: ``round`` (1-based), ``loss`` and any other scalar the loss dict returns
         (means over the round's clients of their per-step means), ``clients``, ``steps``, ``images``,
-        ``train_time_s`` (local training), ``wall_time_s`` (the whole round before the checkpoint),
+        ``train_time_s`` (local training summed over clients: above the wall time when clients train at
+        once), ``wall_time_s`` (the whole round before the checkpoint),
         ``images_per_s`` (images / wall time), ``checkpoint_s``, and extras of the simulator kind.
         ``on_round_end`` is called with each record after its checkpoint is written.
         """
@@ -262,8 +272,8 @@ class Simulator:
         total = self.config.rounds
         logger.info("%s run %s: rounds %d-%d of %d; client schedule %s", self.kind, self.fingerprint[:12],
                     resumed + 1, total, total, self.schedule)
-        with tqdm(total=total, initial=self.completed_rounds, desc=f"{self.kind} rounds", unit="round",
-                  disable=not progress_enabled(), file=sys.stderr) as bar:
+        with self._client_workers(), tqdm(total=total, initial=self.completed_rounds, desc=f"{self.kind} rounds",
+                                          unit="round", disable=not progress_enabled(), file=sys.stderr) as bar:
             for round_index in range(self.completed_rounds, total):
                 record = self._timed_round(round_index)
                 self.completed_rounds = round_index + 1
@@ -276,6 +286,20 @@ class Simulator:
         final_state, global_states, final_index = self._result_states()
         return RunResult(final_state, global_states, list(self.metrics), self.schedule, resumed, self.fingerprint,
                          final_index)
+
+    @contextlib.contextmanager
+    def _client_workers(self) -> Iterator[None]:
+        """Worker processes for the run, when ``client_workers`` > 1 and a round has several clients."""
+        count = min(self.client_workers, max(map(len, self.schedule[self.completed_rounds:]), default=1))
+        if count <= 1:
+            yield
+            return
+        with ClientWorkers(self, count) as workers:
+            self._workers = workers
+            try:
+                yield
+            finally:
+                self._workers = None
 
     def _timed_round(self, round_index: int) -> dict:
         self._train_time = 0.0
@@ -293,6 +317,32 @@ class Simulator:
         record.update(clients=len(results), steps=sum(r.steps for r in results), images=images,
                       train_time_s=self._train_time, wall_time_s=wall, images_per_s=images / wall, **extras)
         return record
+
+    def _train_clients(self, tasks: Sequence[ClientTask], round_states: Sequence[StateDict] = (),
+                       receive: Callable[[ClientTask, Upload], None] | None = None) -> list[tuple[Upload, LocalResult]]:
+        """Train ``tasks`` (one after another, or at once on the worker processes); their uploads and
+        results in task order. ``receive(task, upload)`` sees each upload, in task order, as it arrives."""
+        trained: list[tuple[Upload, LocalResult]] = []
+
+        def keep(task: ClientTask, upload: Upload, result: LocalResult) -> None:
+            if receive is not None:
+                receive(task, upload)
+            trained.append((upload, result))
+
+        if self._workers is None:
+            for t in tasks:
+                keep(t, *self._train_client(t.client_id, t.round_index, t.participation,
+                                            t.global_states or round_states))
+            return trained
+
+        def deliver(position: int, outcome: ClientOutcome) -> None:
+            task = tasks[position]
+            self.local_states[task.client_id] = outcome.local_state
+            self._train_time += outcome.train_time_s
+            keep(task, outcome.upload, outcome.result)
+
+        self._workers.train(tasks, round_states, deliver)
+        return trained
 
     def _train_client(self, client_id: int, round_index: int, participation: int,
                       global_states: Sequence[Mapping[str, torch.Tensor]]) -> tuple[Upload, LocalResult]:
@@ -403,12 +453,9 @@ class FLSimulator(Simulator):
         return make_schedule(len(self.clients), config.clients_per_round, config.rounds, config.seed)
 
     def _run_round(self, round_index: int) -> tuple[list[LocalResult], dict]:
-        uploads, results = [], []
-        for client_id in self.schedule[round_index]:
-            participation = sum(client_id in chosen for chosen in self.schedule[:round_index])
-            upload, result = self._train_client(client_id, round_index, participation, self.global_states)
-            uploads.append(upload)
-            results.append(result)
+        tasks = [ClientTask(client_id, round_index, sum(client_id in chosen for chosen in self.schedule[:round_index]))
+                 for client_id in self.schedule[round_index]]
+        uploads, results = map(list, zip(*self._train_clients(tasks, self.global_states)))
         self.strategy.receive_uploads(uploads, round_index)
         self.global_states = self.strategy.server_step(self._aggregate(uploads), uploads, round_index)
         return results, {}
@@ -477,19 +524,19 @@ class DecLSimulator(Simulator):
     def _run_round(self, round_index: int) -> tuple[list[LocalResult], dict]:
         mix_first = self.config.order == "mix_then_train"
         extras = {"consensus_distance": self._gossip([], round_index)} if mix_first else {}
-        uploads, results = [], []
-        for client_id in range(len(self.clients)):
-            start = self._model_row(client_id)
-            upload, result = self._train_client(client_id, round_index, round_index,
-                                                [{**self.local_template, **start}])
-            self._write_trained(client_id, start, upload.state)
-            upload.state = self.states.row(client_id)  # drop the clone; the row holds the weights
-            uploads.append(upload)
-            results.append(result)
+        tasks = [ClientTask(client_id, round_index, round_index, [{**self.local_template, **self._model_row(client_id)}])
+                 for client_id in range(len(self.clients))]
+        uploads, results = map(list, zip(*self._train_clients(tasks, receive=self._store_upload)))
         self.strategy.receive_uploads(uploads, round_index)
         if not mix_first:
             extras["consensus_distance"] = self._gossip(uploads, round_index)
         return results, extras
+
+    def _store_upload(self, task: ClientTask, upload: Upload) -> None:
+        """Write a trained model into its row as soon as it arrives (its clone is dropped: the row holds it)."""
+        (start,) = task.global_states
+        self._write_trained(task.client_id, start, upload.state)
+        upload.state = self.states.row(task.client_id)
 
     def _gossip(self, uploads: list[Upload], round_index: int) -> float:
         self.strategy.gossip(self.states, self.mixing, uploads, round_index)

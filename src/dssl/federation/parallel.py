@@ -1,0 +1,212 @@
+"""The clients of a round trained at once, in forked worker processes with one torch thread each.
+
+``ClientWorkers(simulator, count)`` forks ``count`` processes, each holding a copy of the simulator
+(its model, optimizer, strategy and the clients' data: nothing is pickled at start). Per round, the
+server sends every worker the strategy's checkpointed state and the round's global models once, then
+hands out client tasks to whichever worker is free; a worker loads the client's ``local_state``, runs
+the simulator's own ``_train_client`` and returns the upload, the local result and the client's new
+``local_state``. Results come back in task order, so aggregation sums in the same order as in series.
+
+Why a client trains the same in a worker: its training depends only on its task (client, round,
+participation, start models), its local_state and the strategy's checkpointed state (the strategy
+contract, ``strategies.base``); every random stream is seeded per (seed, round, client). With one
+thread in the server and in the workers the final weights are the same bits as in series (tested).
+
+Why one thread per worker: CPU kernels sum in another order with another thread count, and an OpenMP
+pool started in the server before the fork hangs a child that asks for more than one thread
+(measured with torch 2.14's CPU build). Why fork: the children share the server's data and model
+without pickling them, and start in milliseconds. Why the CPU only: a forked child cannot use a CUDA
+context its parent created, and on one accelerator a single client keeps the device busy.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import torch
+
+from dssl.federation.state import StateDict
+
+if TYPE_CHECKING:
+    from dssl.federation.local import LocalResult
+    from dssl.federation.simulator import Simulator
+    from dssl.federation.strategies.base import Upload
+
+THREADS_PER_WORKER = 1
+
+
+@dataclass
+class ClientTask:
+    """One client's training in a round. ``global_states``: the models it may start from; None means
+    the round's (FL: the server's global models, sent to each worker once per round)."""
+
+    client_id: int
+    round_index: int
+    participation: int
+    global_states: Sequence[StateDict] | None = None
+
+
+@dataclass
+class ClientOutcome:
+    upload: Upload
+    result: LocalResult
+    local_state: dict
+    train_time_s: float
+
+
+class ClientWorkerError(RuntimeError):
+    """A client's training failed in a worker process (the message holds the worker's traceback)."""
+
+
+def check_worker_count(count: int, device: torch.device) -> None:
+    """Refuse a worker count the simulator cannot run, before any training."""
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"client_workers must be an integer >= 1, got {count!r}")
+    if count > 1 and device.type != "cpu":
+        raise ValueError(f"client_workers={count} trains clients in forked CPU processes, but the model is on "
+                         f"{device}: use client_workers=1 on an accelerator")
+    if count > 1 and multiprocessing.current_process().daemon:
+        raise ValueError(f"client_workers={count} forks worker processes, which a daemonic process (a pool "
+                         "worker) may not do: train the seeds one after another (DSSL_WORKERS=1)")
+
+
+def compact(value: Any) -> Any:
+    """``value`` with every tensor that views a larger storage cloned, so that pickling it sends its
+    own elements only (a row of DecL's stacked states would otherwise carry every client's)."""
+    if isinstance(value, torch.Tensor):
+        own = value.numel() * value.element_size()
+        return value.clone() if value.untyped_storage().nbytes() > own else value
+    if isinstance(value, dict):
+        return {k: compact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(compact(v) for v in value)
+    return value
+
+
+def _send(connection: Connection, message: Any) -> None:
+    connection.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _receive(connection: Connection) -> Any:
+    return pickle.loads(connection.recv_bytes())
+
+
+def _serve(simulator: Simulator, connection: Connection) -> None:
+    """A worker's loop: round payloads set the strategy state and global models; tasks are trained."""
+    torch.set_num_threads(THREADS_PER_WORKER)
+    simulator.local_states = [{} for _ in simulator.local_states]  # the server sends each client's own
+    round_states: Sequence[StateDict] = []
+    while True:
+        kind, *body = _receive(connection)
+        if kind == "stop":
+            return
+        try:
+            if kind == "round":
+                strategy_state, round_states = body
+                simulator.strategy.load_state_dict(strategy_state)
+                continue
+            task, local_state = body
+            simulator.local_states[task.client_id] = local_state
+            simulator._train_time = 0.0
+            upload, result = simulator._train_client(task.client_id, task.round_index, task.participation,
+                                                     task.global_states or round_states)
+            outcome = ClientOutcome(compact(upload), result, compact(simulator.local_states[task.client_id]),
+                                    simulator._train_time)
+            simulator.local_states[task.client_id] = {}
+            _send(connection, ("done", outcome))
+        except BaseException:  # noqa: BLE001  (reported to the server, which raises it)
+            _send(connection, ("error", traceback.format_exc()))
+
+
+def _worker_main(simulator: Simulator, connection: Connection, server_end: Connection) -> None:
+    server_end.close()
+    _serve(simulator, connection)
+
+
+class ClientWorkers:
+    """``count`` forked processes training the clients of each round; use as a context manager."""
+
+    def __init__(self, simulator: Simulator, count: int):
+        check_worker_count(count, simulator.device)
+        context = multiprocessing.get_context("fork")
+        self.connections: list[Connection] = []
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        for _ in range(count):
+            server_end, worker_end = context.Pipe()
+            process = context.Process(target=_worker_main, args=(simulator, worker_end, server_end),
+                                      name="dssl-client-worker", daemon=True)
+            process.start()
+            worker_end.close()
+            self.connections.append(server_end)
+            self.processes.append(process)
+        self.simulator = simulator
+
+    def __enter__(self) -> ClientWorkers:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.close(kill=exc_type is not None)
+
+    def train(self, tasks: Sequence[ClientTask], round_states: Sequence[StateDict],
+              deliver: Callable[[int, ClientOutcome], None]) -> None:
+        """Train ``tasks`` on the workers; ``deliver(position, outcome)`` is called in task order as the
+        outcomes arrive (one that finishes early waits for those before it)."""
+        payload = pickle.dumps(("round", self.simulator.strategy.state_dict(), compact(list(round_states))),
+                               protocol=pickle.HIGHEST_PROTOCOL)
+        for connection in self.connections:
+            connection.send_bytes(payload)
+        pending = list(enumerate(tasks))
+        running: dict[Connection, tuple[int, ClientTask]] = {}
+        finished: dict[int, ClientOutcome] = {}
+        delivered = 0
+        idle = list(self.connections)
+        while pending or running:
+            while pending and idle:
+                position, task = pending.pop(0)
+                connection = idle.pop(0)
+                local_state = self.simulator.local_states[task.client_id]
+                _send(connection, ("task", compact(task), compact(local_state)))
+                running[connection] = (position, task)
+            for connection in wait(list(running)):
+                position, task = running.pop(connection)
+                finished[position] = self._outcome(connection, task)
+                idle.append(connection)
+            while delivered in finished:
+                deliver(delivered, finished.pop(delivered))
+                delivered += 1
+
+    def _outcome(self, connection: Connection, task: ClientTask) -> ClientOutcome:
+        where = f"client {task.client_id} (round {task.round_index + 1})"
+        process = self.processes[self.connections.index(connection)]
+        try:
+            kind, body = _receive(connection)
+        except EOFError:
+            process.join(timeout=5)
+            raise ClientWorkerError(f"{where}: worker process {process.pid} exited with code {process.exitcode} "
+                                    "(killed for memory? fewer client_workers use less)") from None
+        if kind == "error":
+            raise ClientWorkerError(f"{where} failed in worker process {process.pid}:\n{body}")
+        return body
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the workers; ``kill`` (after an error) does not wait for the tasks they are running."""
+        for connection, process in zip(self.connections, self.processes):
+            if kill and process.is_alive():
+                process.kill()
+            elif process.is_alive():
+                try:
+                    _send(connection, ("stop",))
+                except OSError:
+                    pass
+            connection.close()
+        for process in self.processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join()
+

@@ -1,0 +1,215 @@
+"""Clients trained at once in worker processes give the same bits as clients trained one after another."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import signal
+
+import numpy as np
+import pytest
+import torch
+
+from dssl.federation import (
+    STRATEGIES,
+    ClientData,
+    DecLConfig,
+    DecLSimulator,
+    FLConfig,
+    FLSimulator,
+    OptimizerConfig,
+    create_strategy,
+)
+from dssl.federation.parallel import ClientWorkerError, check_worker_count, compact
+from dssl.federation.state import StackedStates
+from dssl.methods import create_method
+
+import fl_resume_helper as helper
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+NUM_CLIENTS, PER_CLIENT, BATCH, ROUNDS = 4, 8, 4, 3
+TINY_HEAD = dict(proj_hidden_dim=16, proj_output_dim=8)
+
+
+def simsiam():
+    return create_method("simsiam", "cnn_small", 8, 1)
+
+
+def byol():
+    return create_method("byol", "cnn_small", 8, 1, **TINY_HEAD, pred_hidden_dim=16)
+
+
+def simclr_feature_wide():
+    width = create_method("simclr", "cnn_small", 8, 1).encoder.feature_dim
+    return create_method("simclr", "cnn_small", 8, 1, proj_output_dim=width)
+
+
+def orchestra():
+    return create_method("orchestra", "cnn_small", 16, 1, num_global_centroids=8, num_local_centroids=2,
+                         memory_size=8, **TINY_HEAD)
+
+
+def mae():
+    return create_method("mae", "vit_small", 8, 1, decoder_dim=16, decoder_heads=2)
+
+
+# (strategy, its options, the method it trains, image size, framework, simulator options)
+CASES = [
+    ("fedavg", {}, simsiam, 8, "fl", {}),
+    ("fedavg", {"aggregation": "data_size"}, simsiam, 8, "decl", {}),
+    ("fedavg", {}, simsiam, 8, "decl", {"push_sum": True}),
+    ("fedssl", {"update_predictor": "local"}, byol, 8, "fl", {}),
+    ("fedu", {"divergence": "code"}, byol, 8, "fl", {}),
+    ("fedema", {}, byol, 8, "fl", {}),
+    ("fedema", {"divergence": "code"}, byol, 8, "fl", {}),
+    ("ldawa", {}, simsiam, 8, "fl", {}),
+    ("ldawa", {"warmup_rounds": 1, "granularity": "model"}, simsiam, 8, "fl", {}),
+    ("orchestra", {"server_steps": 5}, orchestra, 16, "fl", {}),
+    ("featarc", {}, simclr_feature_wide, 8, "fl", {}),
+    ("fedmar", {}, mae, 8, "fl", {}),
+    ("decmar", {}, mae, 8, "decl", {}),
+    ("decmar", {}, mae, 8, "decl", {"order": "train_then_mix"}),
+]
+
+
+def build(case, client_workers: int = 1):
+    name, options, method_fn, size, framework, extra = case
+    torch.manual_seed(0)
+    method = method_fn()
+    images = helper.tiny_images(num=NUM_CLIENTS * PER_CLIENT, size=size)
+    clients = [ClientData(images, np.arange(i * PER_CLIENT, (i + 1) * PER_CLIENT)) for i in range(NUM_CLIENTS)]
+    optimizer = OptimizerConfig(name="sgd", base_lr=0.5, weight_decay=1e-4)
+    common = dict(rounds=ROUNDS, batch_size=BATCH, seed=2, optimizer=optimizer)
+    strategy = create_strategy(name, **options)
+    if framework == "fl":
+        return FLSimulator(method, clients, strategy, FLConfig(clients_per_round=3, **common),
+                           client_workers=client_workers)
+    extra = dict(extra)
+    order = extra.pop("order", "mix_then_train")
+    mixing = helper.RING.T.copy() if extra.get("push_sum") else helper.RING
+    return DecLSimulator(method, clients, strategy, mixing, DecLConfig(order=order, **common),
+                         client_workers=client_workers, **extra)
+
+
+def assert_same(a, b, where: str = "") -> None:
+    """Equal structures with bit-identical tensors."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert sorted(map(str, a)) == sorted(map(str, b)), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b or (a != a and b != b), where  # NaN equals NaN here
+
+
+TIMINGS = {"train_time_s", "wall_time_s", "images_per_s", "checkpoint_s"}
+
+
+def test_every_strategy_is_covered():
+    assert {case[0] for case in CASES} == set(STRATEGIES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[4]}-{i}" for i, c in enumerate(CASES)])
+def test_two_workers_give_the_same_bits_as_one_process(case):
+    serial_simulator = build(case)
+    serial = serial_simulator.run()
+    parallel_simulator = build(case, client_workers=2)
+    parallel = parallel_simulator.run()
+    assert_same(serial.final_state, parallel.final_state, "final_state")
+    assert_same(serial.global_states, parallel.global_states, "global_states")
+    assert serial.final_index == parallel.final_index
+    assert_same(serial_simulator.local_states, parallel_simulator.local_states, "local_states")
+    assert_same(serial_simulator.strategy.state_dict(), parallel_simulator.strategy.state_dict(), "strategy")
+    for a, b in zip(serial.metrics, parallel.metrics):
+        assert_same({k: v for k, v in a.items() if k not in TIMINGS}, {k: v for k, v in b.items() if k not in TIMINGS})
+    assert serial.fingerprint == parallel.fingerprint  # worker count is not part of a run's identity
+    assert not multiprocessing.active_children()  # the workers are gone after the run
+
+
+def fail_in_round(simulator, round_index: int, error: BaseException) -> None:
+    """Make the run's client loss raise ``error`` in round ``round_index`` (0-based)."""
+    original = simulator.strategy.client_loss
+
+    def failing_loss(method, images, ctx):
+        if ctx.round == round_index:
+            raise error
+        return original(method, images, ctx)
+
+    simulator.strategy.client_loss = failing_loss
+
+
+def test_a_parallel_run_stopped_by_a_failure_resumes_from_its_checkpoint_to_the_same_bits(tmp_path):
+    uninterrupted = helper.run("fl")
+    threads = torch.get_num_threads()
+    interrupted = helper.build("fl", checkpoint_dir=tmp_path, client_workers=2)
+    fail_in_round(interrupted, 2, FloatingPointError("stop here"))
+    with pytest.raises(ClientWorkerError, match="round 3"):
+        interrupted.run()
+    resumed = helper.build("fl", checkpoint_dir=tmp_path, client_workers=2).run()
+    assert resumed.resumed_rounds == 2 and torch.get_num_threads() == threads
+    assert_same(uninterrupted.final_state, resumed.final_state)
+
+
+def test_a_failing_client_is_reported_with_the_worker_traceback_and_the_workers_stop():
+    simulator = build(CASES[0], client_workers=2)
+    fail_in_round(simulator, 1, FloatingPointError("loss exploded on purpose"))
+    with pytest.raises(ClientWorkerError, match=r"(?s)client \d \(round 2\) failed in worker process \d+.*"
+                                                r"FloatingPointError: loss exploded on purpose"):
+        simulator.run()
+    assert not multiprocessing.active_children()
+
+
+def test_a_killed_worker_is_named_with_its_exit_code():
+    simulator = build(CASES[0], client_workers=2)
+    original = simulator.strategy.client_loss
+
+    def dying_loss(method, images, ctx):
+        if ctx.round == 1:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's out-of-memory killer would
+        return original(method, images, ctx)
+
+    simulator.strategy.client_loss = dying_loss
+    with pytest.raises(ClientWorkerError, match=r"round 2\): worker process \d+ exited with code -9"):
+        simulator.run()
+    assert not multiprocessing.active_children()
+
+
+def test_worker_counts_the_simulator_cannot_run_are_refused_before_training():
+    with pytest.raises(ValueError, match="integer >= 1"):
+        check_worker_count(0, torch.device("cpu"))
+    with pytest.raises(ValueError, match="integer >= 1"):
+        build(CASES[0], client_workers=1.5)
+    with pytest.raises(ValueError, match="on cuda:0: use client_workers=1"):
+        check_worker_count(2, torch.device("cuda:0"))
+    check_worker_count(1, torch.device("cuda:0"))  # one process may own the accelerator
+
+    def in_daemon(queue):
+        try:
+            check_worker_count(2, torch.device("cpu"))
+            queue.put("accepted")
+        except ValueError as error:
+            queue.put(str(error))
+
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    process = context.Process(target=in_daemon, args=(queue,), daemon=True)
+    process.start()
+    message = queue.get(timeout=30)
+    process.join()
+    assert "DSSL_WORKERS=1" in message
+
+
+def test_a_row_of_stacked_states_pickles_without_the_other_rows():
+    states = StackedStates({"w": torch.zeros(1000)}, 50)
+    row = states.row(3)
+    assert len(pickle.dumps(compact(row))) < len(pickle.dumps(row)) / 10
+    assert torch.equal(compact(row)["w"], row["w"])
+    whole = torch.ones(7)
+    assert compact({"x": [whole]})["x"][0] is whole  # a tensor that owns its storage is not copied
