@@ -7,7 +7,9 @@ images, prepared in memory and resized to 16 px with dssl's ``resized``), 10 cli
 fresh optimizer state per client and round), FedAvg weighted by client size, 3 rounds, no federated
 evaluation, 1 torch thread per client.
 
-- ours: ``FLSimulator`` trains the sampled clients one after another in this process (1 thread).
+- ours: ``FLSimulator`` with ``client_workers`` = the CPU count (``--client-workers``): the sampled
+  clients train at once in forked worker processes of 1 thread each, as Flower's Ray workers do
+  (``--client-workers 1`` trains them one after another in this process).
 - Flower: ``flwr.simulation.run_simulation`` with a ``ServerApp`` (FedAvg, ``fraction_fit=0.5`` of
   10 clients = 5) and a ``ClientApp`` whose ``NumPyClient.fit`` loads the global weights, runs the
   same local epoch with dssl's ``train_client`` (the simulator's own loop: same steps, same
@@ -24,6 +26,10 @@ first round's excess over the steady mean. Flower's server starts round 1 while 
 so its start-up (Ray, worker processes, their imports of torch and dssl) lands in that excess.
 
     flower_speedup: R x    with R = Flower's steady wall time per round / ours
+
+Both sides train the same steps with the same code, so per round R is bounded by (floor + Flower's
+framework time) / floor, where the floor is the local training spread over the cores; the line
+``compute floor`` prints both parts.
 
 The end-to-end ratio (whole runs, start-up included) is printed on the line before it.
 
@@ -80,7 +86,7 @@ def new_method():
 
 # -- ours ----------------------------------------------------------------------------------------
 
-def run_ours(rounds: int) -> dict[str, Any]:
+def run_ours(rounds: int, client_workers: int) -> dict[str, Any]:
     import torch
 
     from dssl.federation import FLConfig, FLSimulator, OptimizerConfig, create_strategy
@@ -90,10 +96,12 @@ def run_ours(rounds: int) -> dict[str, Any]:
     clients = digits_clients()  # inside the start-up, as Flower's workers prepare theirs in theirs
     config = FLConfig(rounds=rounds, clients_per_round=PER_ROUND, local_epochs=EPOCHS, batch_size=BATCH,
                       optimizer=OptimizerConfig())
-    simulator = FLSimulator(new_method(), clients, create_strategy("fedavg", aggregation="data_size"), config)
+    simulator = FLSimulator(new_method(), clients, create_strategy("fedavg", aggregation="data_size"), config,
+                            client_workers=client_workers)
     startup = time.perf_counter() - start
     metrics = simulator.run().metrics
     return {"startup": startup, "rounds": [m["wall_time_s"] for m in metrics],
+            "train": [m["train_time_s"] for m in metrics],
             "loss": [m["loss"] for m in metrics], "steps": [m["steps"] for m in metrics]}
 
 
@@ -222,19 +230,27 @@ def end_to_end(result: dict[str, Any]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--client-workers", type=int, default=os.cpu_count() or 1,
+                        help="our simulator's worker processes (default: one per CPU, as Flower's Ray backend)")
     parser.add_argument("--cpus-per-client", type=float, default=1.0,
                         help="Ray CPUs per Flower client (1: up to os.cpu_count() clients train at once)")
     args = parser.parse_args()
     require_flower()  # fail before spending time on our side
-    ours = run_ours(args.rounds)
+    ours = run_ours(args.rounds, args.client_workers)
     flower = run_flower(args.rounds, args.cpus_per_client)
     print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     print(f"setting: {METHOD} + {BACKBONE}, digits at {IMAGE_SIZE} px, {NUM_CLIENTS} clients, {PER_ROUND} per "
           f"round, E={EPOCHS}, batch {BATCH}, {args.rounds} rounds, 1 torch thread per client; "
+          f"ours: {args.client_workers} client worker(s); "
           f"flwr {flower['version']} (Ray backend, {args.cpus_per_client:g} CPU per client, "
           f"{os.cpu_count()} CPUs)")
     print(summary("ours", ours))
     print(summary("flower", flower))
+    floor = statistics.mean(ours["train"][1:] or ours["train"]) / min(args.client_workers, PER_ROUND)
+    print(f"compute floor: a steady round's local training spread evenly over {min(args.client_workers, PER_ROUND)} "
+          f"worker(s) takes {floor:.2f} s; ours exceeds it by {steady(ours) - floor:.2f} s, Flower by "
+          f"{steady(flower) - floor:.2f} s (its framework's share of a round: "
+          f"{(steady(flower) - floor) / steady(flower):.0%})")
     print(f"end-to-end (start-up included): Flower / ours = {end_to_end(flower) / end_to_end(ours):.2f}x")
     print(f"flower_speedup: {steady(flower) / steady(ours):.2f}x")
 

@@ -1,8 +1,8 @@
 """End to end on the CI profile (the whole DAG at tiny sizes, 2 seeds): `dvc repro` runs every stage
 offline, logs one MLflow run per seed, writes the report from the measured results, re-runs nothing the
 second time, only what a params change touches, and after a code edit exactly the stages whose import
-closure holds the edited module; Snakemake produces byte-identical data outputs and the same metrics,
-which `dvc commit -f` accepts."""
+closure holds the edited module; Snakemake, with client workers, produces byte-identical data outputs
+and the same metrics, which `dvc commit -f` accepts."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 
 
-def run(cmd: list[str], cwd: Path) -> str:
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+def run(cmd: list[str], cwd: Path, **extra_env: str) -> str:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **extra_env}
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout + result.stderr
@@ -171,10 +171,11 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
         run(["dvc", "repro", "--single-item", "code"], dvc_root)
     assert dvc_status(dvc_root) == set()
 
-    # 6. Snakemake in parallel produces the same data bytes and the same metrics; DVC then accepts them
+    # 6. Snakemake in parallel, each FL / DecL round's clients trained at once in 2 worker processes,
+    #    produces the same data bytes and the same metrics; DVC then accepts them
     run(["dssl", "warm", "start"], snake_root)
     try:
-        run(["snakemake", "--cores", "2", "--quiet", "all"], snake_root)
+        run(["snakemake", "--cores", "2", "--quiet", "all"], snake_root, DSSL_CLIENT_WORKERS="2")
     finally:
         run(["dssl", "warm", "stop"], snake_root)
     for dvc_file, snake_file in zip(outputs, foundation_outputs(snake_root, params)):

@@ -87,6 +87,15 @@ class StageInstance:
     def command(self, params_file: str = "params.yaml") -> str:
         return " ".join(["dssl", self.kind.name, *(self.fields[a] for a in self.kind.args), "--params", params_file])
 
+    def writes(self, path: str) -> bool:
+        """Whether ``path`` is one of this stage's outputs or lies inside one."""
+        return any(path == out or path.startswith(out + "/") for out in self.outputs)
+
+    def feeds(self, path: str) -> bool:
+        """Whether a stage reading ``path`` reads something this stage writes (``path`` may be a folder
+        holding one of its outputs)."""
+        return self.writes(path) or any(out.startswith(path + "/") for out in self.outputs)
+
 
 def _fmt(templates: Iterable[str], fields: Fields) -> tuple[str, ...]:
     return tuple(t.format(**fields) for t in templates)
@@ -350,10 +359,7 @@ def declared_outputs(kind: StageKind, params: dict) -> dict[str, list[str]]:
 def producer(params: dict, path: str | Path) -> StageInstance | None:
     """The stage whose output is ``path`` or a folder holding it."""
     target = Path(path).as_posix()
-    for instance in instances(params):
-        if any(target == out or target.startswith(out + "/") for out in instance.outputs):
-            return instance
-    return None
+    return next((instance for instance in instances(params) if instance.writes(target)), None)
 
 
 def wildcard_pattern(values: Iterable[str]) -> str:

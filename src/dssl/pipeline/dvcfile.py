@@ -150,7 +150,6 @@ def dangling_stages(params: dict, project: Path) -> list[str]:
     depends on) would never run them. Such a stage is trained for nothing (e.g. an FL grid whose framework
     lists no evaluation protocol and no Table 5 cell reads it)."""
     stages = Catalogue(params, project).stages
-    producers = {out: stage for stage in stages for out in stage.outputs}
     needed = [stage for stage in stages if pipeline_file(stage.kind) == TOP_LEVEL]
     seen: set[str] = set()
     while needed:
@@ -158,8 +157,7 @@ def dangling_stages(params: dict, project: Path) -> list[str]:
         if stage.name in seen:
             continue
         seen.add(stage.name)
-        needed += [producer for path in stage.inputs for out, producer in producers.items()
-                   if path == out or path.startswith(out + "/") or out.startswith(path + "/")]
+        needed += [producer for path in stage.inputs for producer in stages if producer.feeds(path)]
     return [stage.name for stage in stages if stage.name not in seen]
 
 

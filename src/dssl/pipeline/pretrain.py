@@ -23,7 +23,7 @@ from typing import Any
 from dssl.config.sections import backbone_family
 from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
-from dssl.pipeline.workers import device, run_tasks
+from dssl.pipeline.workers import client_worker_count, device, run_tasks
 from dssl.tracking import StageRecord
 
 
@@ -112,24 +112,40 @@ def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict)
     return summary_metrics(result)
 
 
-def _train_seed(run_seed, cell: Cell, params: dict, out: Path, seed: int) -> dict[str, float]:
+@dataclass(frozen=True)
+class Task:
+    """One training run of a stage: a seed, and for stand-alone training one client of it."""
+
+    seed: int
+    client: int | None = None
+
+    @property
+    def folder(self) -> str:
+        """Its folder inside the cell's output (and its MLflow run name)."""
+        return seed_dir(self.seed) if self.client is None else f"{seed_dir(self.seed)}/{client_dir(self.client)}"
+
+
+def _train_seed(run_seed, cell: Cell, params: dict, out: Path, task: Task) -> dict[str, float]:
     """Train one seed of ``cell`` into ``out/seed-<s>`` (runs in a worker process)."""
-    method, result, extra = run_seed(cell, params, seed)
-    return _save_seed(out / seed_dir(seed), cell, seed, method, result, extra)
+    method, result, extra = run_seed(cell, params, task.seed)
+    return _save_seed(out / task.folder, cell, task.seed, method, result, extra)
 
 
-def _run_cell(stage: Stage, cell: Cell, run_seed) -> Path:
-    """Every seed of the cell into one atomically written folder, then one MLflow run per seed."""
+def _run_cell(stage: Stage, cell: Cell, train, tasks: list[Task] | None = None) -> Path:
+    """Every task of the cell (default: one per seed) into one atomically written folder, then one
+    MLflow run per task. ``train(cell, params, out, task)`` trains one task into ``out`` and returns
+    its metrics; ``run_seed(cell, params, seed)`` functions are wrapped by ``_train_seed``."""
     out = model_dir(cell.framework, cell.cell)
-    seeds = stage.seeds
+    if tasks is None:
+        tasks, train = [Task(seed) for seed in stage.seeds], partial(_train_seed, train)
     with atomic_dir(out) as tmp:
-        results = run_tasks(partial(_train_seed, run_seed, cell, stage.params, tmp), seeds)
+        results = run_tasks(partial(train, cell, stage.params, tmp), tasks)
     records = [
         StageRecord(stage.stage_name, cell.read, {**metrics, "worker_peak_rss_mb": rss},
-                    artifacts=[out / seed_dir(seed) / "history.json"],
+                    artifacts=[out / task.folder / "history.json"],
                     inputs=[prepared_dir(stage.params["pretrain"]["dataset"]), *cell.inputs],
-                    run=seed_dir(seed), seed=seed)
-        for seed, (metrics, rss) in zip(seeds, results)
+                    run=task.folder, seed=task.seed)
+        for task, (metrics, rss) in zip(tasks, results)
     ]
     stage.log_runs(records)
     return out
@@ -169,7 +185,8 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
                                  "optimizer": optimizer_config(params, cell.model)})
     strategy, _ = build_strategy(params["strategies"][cell.strategy])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
-                            run_config={**cell.read, "seed": seed}, on_mismatch="restart")
+                            run_config={**cell.read, "seed": seed}, on_mismatch="restart",
+                            client_workers=client_worker_count())
     return method, simulator.run(), strategy_record(strategy)
 
 
@@ -204,7 +221,8 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
                                    "optimizer": optimizer_config(params, cell.model)})
     simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
-                              run_config={**cell.read, "seed": seed}, on_mismatch="restart")
+                              run_config={**cell.read, "seed": seed}, on_mismatch="restart",
+                              client_workers=client_worker_count())
     extra = {"mixing": mixing.tolist(), "mixing_rule": rule, "order": config.order, **strategy_record(strategy)}
     return method, simulator.run(), extra
 
@@ -268,19 +286,18 @@ def stand_alone_clients(params: dict, partition: str) -> list[int]:
     return clients
 
 
-def _local_client(cell: Cell, params: dict, out: Path, task: tuple[int, int]) -> dict[str, float]:
+def _local_client(cell: Cell, params: dict, out: Path, task: Task) -> dict[str, float]:
     """Client c of the cell's partition trained alone on its own data from seed s's initial weights
     (the same weights every FL cell of the model starts from), into ``out/seed-<s>/client-<c>``."""
     from dssl.data.partition import load_partition
     from dssl.federation import clients_from_partition
 
-    seed, client = task
-    method, train_set = build_method(params, cell.model, seed)
-    data = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))[client]
-    result = train_alone(method, data, params["pretrain"]["local"]["train"], seed, optimizer_config(params, cell.model),
-                         CHECKPOINTS / cell.stage / seed_dir(seed) / client_dir(client),
-                         {**cell.read, "seed": seed, "client": client})
-    return _save_seed(out / seed_dir(seed) / client_dir(client), cell, seed, method, result, {"client": client})
+    method, train_set = build_method(params, cell.model, task.seed)
+    data = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))[task.client]
+    result = train_alone(method, data, params["pretrain"]["local"]["train"], task.seed,
+                         optimizer_config(params, cell.model), CHECKPOINTS / cell.stage / task.folder,
+                         {**cell.read, "seed": task.seed, "client": task.client})
+    return _save_seed(out / task.folder, cell, task.seed, method, result, {"client": task.client})
 
 
 def run_local(model: str, partition: str, params_path: Path | str) -> Path:
@@ -292,17 +309,7 @@ def run_local(model: str, partition: str, params_path: Path | str) -> Path:
     local = params["pretrain"]["local"]
     read = _params_read(params, model, {"local": {key: local[key] for key in ("train", "clients") if key in local}})
     cell = Cell(stage.stage_name, "local", model, partition, read, (partition_dir(partition),))
-    out = model_dir("local", cell.cell)
-    tasks = [(seed, client) for seed in stage.seeds for client in clients]
-    with atomic_dir(out) as tmp:
-        results = run_tasks(partial(_local_client, cell, params, tmp), tasks)
-    stage.log_runs([
-        StageRecord(stage.stage_name, cell.read, {**metrics, "worker_peak_rss_mb": rss},
-                    artifacts=[out / seed_dir(seed) / client_dir(client) / "history.json"],
-                    inputs=[prepared_dir(params["pretrain"]["dataset"]), partition_dir(partition)],
-                    run=f"{seed_dir(seed)}/{client_dir(client)}", seed=seed)
-        for (seed, client), (metrics, rss) in zip(tasks, results)])
-    return out
+    return _run_cell(stage, cell, _local_client, [Task(seed, client) for seed in stage.seeds for client in clients])
 
 
 def graph_spec(params: dict, graph: str) -> dict:

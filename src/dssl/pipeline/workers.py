@@ -32,10 +32,23 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+def client_worker_count() -> int:
+    """DSSL_CLIENT_WORKERS (default 1): how many clients of an FL or DecL round train at once, each in
+    its own process (``dssl.federation.parallel``). For a node with more cores than a stage has seeds,
+    e.g. one seed of a 5-clients-per-round paper cell on 16 cores; the seeds then run one after another."""
+    value = os.environ.get("DSSL_CLIENT_WORKERS", "1")
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"DSSL_CLIENT_WORKERS must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
 def worker_count(tasks: int) -> int:
-    """DSSL_WORKERS if set; 1 under Snakemake (it runs one job per core itself) and on a GPU (one
-    process owns the device); else every task at once, up to TASKS_PER_CORE per core."""
-    if os.environ.get("DSSL_WORKERS"):
+    """DSSL_WORKERS if set; 1 under Snakemake (it runs one job per core itself), on a GPU (one
+    process owns the device) and with client workers (a pool worker may not fork them); else every
+    task at once, up to TASKS_PER_CORE per core."""
+    if client_worker_count() > 1:
+        wanted = 1
+    elif os.environ.get("DSSL_WORKERS"):
         wanted = int(os.environ["DSSL_WORKERS"])
     elif os.environ.get("DSSL_ENGINE") == "snakemake" or device().type != "cpu":
         wanted = 1
