@@ -166,6 +166,19 @@ def test_a_failing_client_is_reported_with_the_worker_traceback_and_the_workers_
     assert not multiprocessing.active_children()
 
 
+def test_a_strategy_state_the_workers_cannot_load_is_reported_as_such():
+    simulator = build(CASES[0], client_workers=2)
+
+    def refuse(state):
+        raise KeyError("state from another strategy")
+
+    simulator.strategy.load_state_dict = refuse  # only the workers load the state in a run that does not resume
+    with pytest.raises(ClientWorkerError, match=r"(?s)round 1\) failed.*while loading the round's strategy state.*"
+                                                r"state from another strategy"):
+        simulator.run()
+    assert not multiprocessing.active_children()
+
+
 def test_a_killed_worker_is_named_with_its_exit_code():
     simulator = build(CASES[0], client_workers=2)
     original = simulator.strategy.client_loss

@@ -101,15 +101,26 @@ def _serve(simulator: Simulator, connection: Connection) -> None:
     torch.set_num_threads(THREADS_PER_WORKER)
     simulator.local_states = [{} for _ in simulator.local_states]  # the server sends each client's own
     round_states: Sequence[StateDict] = []
+    round_error = ""  # a failure while loading the round's state, reported with the round's first task
     while True:
-        kind, *body = _receive(connection)
+        try:
+            kind, *body = _receive(connection)
+        except EOFError:  # the server is gone
+            return
         if kind == "stop":
             return
-        try:
-            if kind == "round":
+        if kind == "round":
+            try:
                 strategy_state, round_states = body
                 simulator.strategy.load_state_dict(strategy_state)
-                continue
+                round_error = ""
+            except BaseException:  # noqa: BLE001
+                round_error = "while loading the round's strategy state:\n" + traceback.format_exc()
+            continue
+        if round_error:
+            _send(connection, ("error", round_error))
+            continue
+        try:
             task, local_state = body
             simulator.local_states[task.client_id] = local_state
             simulator._train_time = 0.0
