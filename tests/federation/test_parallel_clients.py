@@ -133,23 +133,29 @@ def test_two_workers_give_the_same_bits_as_one_process(case):
     assert not multiprocessing.active_children()  # the workers are gone after the run
 
 
-def fail_in_round(simulator, round_index: int, error: BaseException) -> None:
-    """Make the run's client loss raise ``error`` in round ``round_index`` (0-based)."""
+def fail_in_round(simulator, round_index: int, fail) -> None:
+    """Make the run's client loss call ``fail()`` (which raises, or kills its process) in round ``round_index``."""
     original = simulator.strategy.client_loss
 
     def failing_loss(method, images, ctx):
         if ctx.round == round_index:
-            raise error
+            fail()
         return original(method, images, ctx)
 
     simulator.strategy.client_loss = failing_loss
+
+
+def raise_(error: BaseException):
+    def fail(*_):
+        raise error
+    return fail
 
 
 def test_a_parallel_run_stopped_by_a_failure_resumes_from_its_checkpoint_to_the_same_bits(tmp_path):
     uninterrupted = helper.run("fl")
     threads = torch.get_num_threads()
     interrupted = helper.build("fl", checkpoint_dir=tmp_path, client_workers=2)
-    fail_in_round(interrupted, 2, FloatingPointError("stop here"))
+    fail_in_round(interrupted, 2, raise_(FloatingPointError("stop here")))
     with pytest.raises(ClientWorkerError, match="round 3"):
         interrupted.run()
     resumed = helper.build("fl", checkpoint_dir=tmp_path, client_workers=2).run()
@@ -157,39 +163,27 @@ def test_a_parallel_run_stopped_by_a_failure_resumes_from_its_checkpoint_to_the_
     assert_same(uninterrupted.final_state, resumed.final_state)
 
 
-def test_a_failing_client_is_reported_with_the_worker_traceback_and_the_workers_stop():
+def failing_client(simulator):
+    fail_in_round(simulator, 1, raise_(FloatingPointError("loss exploded on purpose")))
+
+
+def killed_worker(simulator):  # as the kernel's out-of-memory killer would
+    fail_in_round(simulator, 1, lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+
+def unloadable_state(simulator):  # only the workers load the state in a run that does not resume
+    simulator.strategy.load_state_dict = raise_(KeyError("state from another strategy"))
+
+
+@pytest.mark.parametrize("sabotage, message", [
+    (failing_client, r"(?s)client \d \(round 2\) failed in worker process \d+.*FloatingPointError: loss exploded"),
+    (killed_worker, r"client \d \(round 2\): worker process \d+ exited with code -9"),
+    (unloadable_state, r"(?s)round 1\) failed.*while loading the round's strategy state.*state from another"),
+], ids=["failing-client", "killed-worker", "unloadable-state"])
+def test_a_failure_in_a_worker_names_client_round_and_cause_and_every_worker_stops(sabotage, message):
     simulator = build(CASES[0], client_workers=2)
-    fail_in_round(simulator, 1, FloatingPointError("loss exploded on purpose"))
-    with pytest.raises(ClientWorkerError, match=r"(?s)client \d \(round 2\) failed in worker process \d+.*"
-                                                r"FloatingPointError: loss exploded on purpose"):
-        simulator.run()
-    assert not multiprocessing.active_children()
-
-
-def test_a_strategy_state_the_workers_cannot_load_is_reported_as_such():
-    simulator = build(CASES[0], client_workers=2)
-
-    def refuse(state):
-        raise KeyError("state from another strategy")
-
-    simulator.strategy.load_state_dict = refuse  # only the workers load the state in a run that does not resume
-    with pytest.raises(ClientWorkerError, match=r"(?s)round 1\) failed.*while loading the round's strategy state.*"
-                                                r"state from another strategy"):
-        simulator.run()
-    assert not multiprocessing.active_children()
-
-
-def test_a_killed_worker_is_named_with_its_exit_code():
-    simulator = build(CASES[0], client_workers=2)
-    original = simulator.strategy.client_loss
-
-    def dying_loss(method, images, ctx):
-        if ctx.round == 1:
-            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's out-of-memory killer would
-        return original(method, images, ctx)
-
-    simulator.strategy.client_loss = dying_loss
-    with pytest.raises(ClientWorkerError, match=r"round 2\): worker process \d+ exited with code -9"):
+    sabotage(simulator)
+    with pytest.raises(ClientWorkerError, match=message):
         simulator.run()
     assert not multiprocessing.active_children()
 
