@@ -170,3 +170,14 @@ def test_fig2a_and_table1_read_only_their_strategy_entry(tmp_path):
     pretrained = cells[~cells["row"].str.startswith("random init")]
     assert set(pretrained["mean"].round(2)) == {90.0, 85.0, 87.0}   # no FedMAR cell (20 %) mixed in
     assert "No DecL finetune results of strategy 'decl-mh'" in create_section("fig2a", {"strategy": "decl-mh"}).render(ctx).markdown
+
+
+def test_the_lineage_section_names_the_hardware_and_flags_results_from_several_machines(tmp_path):
+    same = [result(seed=s, hardware="CPU A (AVX512), torch 2.14.1") for s in range(2)]
+    text = create_section("lineage").render(context(tmp_path, same)).markdown
+    assert "Evaluated on CPU A (AVX512), torch 2.14.1" in text and "machines" not in text
+    mixed = same + [result(seed=2, hardware="CPU B (AVX2), torch 2.14.1"), result(seed=3)]
+    text = create_section("lineage").render(context(tmp_path, mixed)).markdown
+    assert "**The results come from 3 machines**" in text
+    assert "CPU A (AVX512), torch 2.14.1 (2 files)" in text and "CPU B (AVX2)" in text
+    assert "not recorded (1 file)" in text  # result files written before the hardware was recorded

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dssl.tracking import stage_runs
-from dssl.tracking.lineage import content_hash, params_hash
+from dssl.tracking import StageRecord, log_stage, stage_runs
+from dssl.tracking.lineage import content_hash, cpu_model, hardware, hardware_label, params_hash
 
 WRITER = """
 import sys
@@ -76,3 +76,26 @@ def test_logging_leaves_no_tracking_uri_for_later_processes(tmp_path: Path, monk
     log_stage(StageRecord("prepare@x", {"datasets": {"x": {}}}, metrics={"value": 1.0}), "leak", tmp_path)
     assert "MLFLOW_TRACKING_URI" not in os.environ
     assert len(stage_runs(tmp_path, "leak")) == 1
+
+
+def test_hardware_names_the_cpu_and_the_kernels_the_numbers_depend_on() -> None:
+    import torch
+
+    facts = hardware()
+    assert facts["hardware.cpu"] == cpu_model() and facts["hardware.cpu"] != "unknown"
+    assert facts["hardware.cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert facts["hardware.torch"] == torch.__version__ and facts["hardware.accelerator"] == "none"
+    label = hardware_label(facts)
+    assert label == f"{facts['hardware.cpu']} ({facts['hardware.cpu_capability']}), torch {torch.__version__}"
+    assert hardware_label({**facts, "hardware.accelerator": "NVIDIA H200"}).endswith(", NVIDIA H200")
+    assert hardware_label({"hardware.cpu": "Some CPU"}) == "Some CPU"  # a stage that never loaded torch
+
+
+def test_every_run_is_tagged_with_its_hardware(tmp_path: Path) -> None:
+    import torch  # noqa: F401  (stages that train have torch loaded)
+
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    log_stage(StageRecord("partition@one", {"partitions": {"one": {"clients": 1}}}), "hardware", tmp_path)
+    row = stage_runs(tmp_path, "hardware").iloc[0]
+    for key, value in hardware().items():
+        assert row[f"tags.{key}"] == value

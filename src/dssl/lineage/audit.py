@@ -32,7 +32,8 @@ from dssl.lineage.lock import (
 )
 
 MATCHES, CHANGED, MISSING, UNRECORDED = "matches", "changed", "missing", "not in the DVC cache"
-RUN_TAGS = ("git_commit", "git_dirty", "params_hash", "engine", "dvc_stage", "profile", "seed")
+RUN_TAGS = ("git_commit", "git_dirty", "params_hash", "engine", "dvc_stage", "profile", "seed",
+            "hardware.cpu", "hardware.cpu_capability", "hardware.torch", "hardware.accelerator")
 ROLES = {"evaluate": "evaluation", "pretrain": "pretraining", "partitions": "partitions", "graphs": "graphs",
          "graph_improve": "graph", "prepare": "prepared dataset", "code": "code manifests", "theory": "theory"}
 

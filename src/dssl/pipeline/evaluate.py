@@ -27,6 +27,7 @@ from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import cell_path, client_dir, graph_file, metrics_dir, model_dir, prepared_dir, seed_dir
 from dssl.pipeline.workers import device, run_tasks
 from dssl.tracking import StageRecord
+from dssl.tracking.lineage import hardware_label
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
         for (record, _), run_id in zip(results, run_ids):
             path = tmp / seed_dir(record["seed"]) / f"{record['dataset']}-{record['protocol']}.json"
             path.parent.mkdir(exist_ok=True)
-            record = {**record, "stage": stage.stage_name, "mlflow_run_id": run_id}
+            record = {**record, "stage": stage.stage_name, "mlflow_run_id": run_id, "hardware": hardware_label()}
             path.write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
     return out
 

@@ -25,6 +25,7 @@ from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
 from dssl.pipeline.workers import client_worker_count, device, run_tasks
 from dssl.tracking import StageRecord
+from dssl.tracking.lineage import hardware
 
 
 def build_method(params: dict, model: str, seed: int):
@@ -105,6 +106,7 @@ def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict)
     parameters = {"method": sum(p.numel() for p in method.parameters()),
                   "encoder": sum(p.numel() for p in method.encoder.parameters())}
     history = {"stage": cell.stage, "seed": seed, "params": cell.read, **extra, "parameters": parameters,
+               "hardware": hardware(),
                "schedule": result.schedule,
                "rounds": result.metrics, "resumed_rounds": result.resumed_rounds,
                "final_model_index": result.final_index}

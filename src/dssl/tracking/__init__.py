@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dssl.tracking.lineage import content_hash, engine, git_state, params_hash
+from dssl.tracking.lineage import content_hash, engine, git_state, hardware, params_hash
 from dssl.tracking.mlflow_store import init_store, project_root, tracking_uri
 
 __all__ = ["StageRecord", "log_stage", "log_stages", "init_store", "project_root", "stage_runs", "tracking_uri"]
@@ -76,7 +76,7 @@ def log_stages(records: list[StageRecord], profile: str, root: Path | None = Non
     root = root or project_root()
     experiment_id = init_store(root, profile)
     client = mlflow.MlflowClient(tracking_uri=tracking_uri(root))
-    common = {**git_state(root), **engine()}
+    common = {**git_state(root), **engine(), **hardware()}
     run_ids = []
     for record in records:
         flat: dict[str, str] = {}

@@ -1,11 +1,13 @@
-"""Lineage facts recorded with every stage run: code version, engine, params hash, input hashes."""
+"""Lineage facts recorded with every stage run: code version, engine, hardware, params hash, input hashes."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import platform
 import subprocess
+import sys
 from pathlib import Path
 
 
@@ -28,6 +30,41 @@ def engine() -> dict[str, str]:
     if os.environ.get("DVC_STAGE"):
         return {"engine": "dvc", "dvc_stage": os.environ["DVC_STAGE"]}
     return {"engine": os.environ.get("DSSL_ENGINE", "manual")}
+
+
+def cpu_model() -> str:
+    """The processor's model name (/proc/cpuinfo on Linux), else what the platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def hardware() -> dict[str, str]:
+    """What the numbers' bits depend on besides code, params and data: the CPU, the instruction set
+    torch's kernels use (AVX2 and AVX512 kernels round differently, so the same seed trains to other
+    weights on another CPU), torch's version and the accelerator. Torch facts only when torch is loaded."""
+    facts = {"hardware.cpu": cpu_model()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        facts["hardware.cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
+        facts["hardware.torch"] = str(torch.__version__)
+        facts["hardware.accelerator"] = torch.cuda.get_device_name() if torch.cuda.is_initialized() else "none"
+    return facts
+
+
+def hardware_label(facts: dict[str, str] | None = None) -> str:
+    """One line for result files and reports: ``<cpu> (<capability>), torch <version>[, <accelerator>]``."""
+    facts = hardware() if facts is None else facts
+    label = facts["hardware.cpu"]
+    if "hardware.cpu_capability" in facts:
+        label += f" ({facts['hardware.cpu_capability']}), torch {facts['hardware.torch']}"
+        if facts["hardware.accelerator"] != "none":
+            label += f", {facts['hardware.accelerator']}"
+    return label
 
 
 def params_hash(params_read: dict) -> str:

@@ -28,6 +28,17 @@ class Theory(ReportSection):
         return "_No theory summary in this build (the theory stage did not run)._"
 
 
+def hardware_sentence(labels: pd.Series) -> str:
+    """Which machines evaluated the results: same seeds give the same bits only on the same CPU kernels."""
+    counts = labels.fillna("not recorded").value_counts()
+    listed = "; ".join(f"{label} ({count} file{'s' * (count != 1)})" for label, count in counts.items())
+    if len(counts) == 1:
+        return (f"Evaluated on {counts.index[0]}; each run's MLflow tags hold the hardware of its stage. The same "
+                "seeds give other bits on a CPU whose kernels round differently (another instruction set).")
+    return (f"**The results come from {len(counts)} machines**: {listed}. Runs on CPUs whose kernels round "
+            "differently are not bit-identical, so differences between such cells include the hardware's.")
+
+
 @register_section("lineage")
 class Lineage(ReportSection):
     """Where each number comes from: the CSVs' ``runs`` column and the ``dssl lineage`` command."""
@@ -35,7 +46,7 @@ class Lineage(ReportSection):
     title = "Lineage"
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
-        runs = ctx.results[["stage", "seed", "mlflow_run_id"]]
+        runs = ctx.results[["stage", "seed", "mlflow_run_id", "hardware"]]
         return runs if not runs.empty else pd.DataFrame()
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
@@ -45,7 +56,7 @@ class Lineage(ReportSection):
             f"{data['stage'].nunique()} stages here; {logged} with their MLflow run id). Each stage run is "
             "one MLflow run per seed in the project's tracking store, with its lineage (git commit, params "
             "hash, hashes of its inputs). Each table's CSV lists, per cell, the runs behind it "
-            "(\"seed s: <stage> (<MLflow run id>)\").")
+            "(\"seed s: <stage> (<MLflow run id>)\"). " + hardware_sentence(data["hardware"]))
 
     def csv(self, data: pd.DataFrame) -> None:  # type: ignore[override]
         return None
