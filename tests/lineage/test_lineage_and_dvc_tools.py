@@ -98,6 +98,9 @@ def test_lineage_of_a_result_is_what_dvc_lock_and_mlflow_hold(project: Path) -> 
         assert stage["run"]["tags"]["git_commit"] == logged.data.tags["git_commit"]
         assert logged.data.tags["stage"] == stage["name"]
     assert pretraining["run"]["tags"]["seed"] == "1" and pretraining["run"]["name"].endswith("/seed-1")
+    # which machine trained and evaluated the number: the run's hardware, and the result file's
+    assert pretraining["run"]["tags"]["hardware.cpu_capability"] == evaluation["run"]["tags"]["hardware.cpu_capability"]
+    assert record["hardware"].startswith(pretraining["run"]["tags"]["hardware.cpu"])
     assert stages["partitions"]["run"]["name"] == "partitions/fl-label"
     # the model folder of this seed and the partition files, each with its md5
     model_files = {f["path"] for f in pretraining["files"]}
@@ -106,7 +109,7 @@ def test_lineage_of_a_result_is_what_dvc_lock_and_mlflow_hold(project: Path) -> 
     partition = {f["path"]: f for f in stages["partitions"]["files"]}[PARTITION]
     assert partition["md5_lock"] == partition["md5_now"] == file_md5(project / PARTITION)
     text = run(["dssl", "lineage", RESULT], project).stdout
-    assert record["mlflow_run_id"] in text and "workspace matches dvc.lock" in text
+    assert record["mlflow_run_id"] in text and "workspace matches dvc.lock" in text and "hardware.cpu_capability" in text
 
 
 def test_lineage_of_a_table_cell_lists_every_seed(project: Path) -> None:
