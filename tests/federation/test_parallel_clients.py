@@ -21,7 +21,7 @@ from dssl.federation import (
     OptimizerConfig,
     create_strategy,
 )
-from dssl.federation.parallel import ClientWorkerError, check_worker_count, compact
+from dssl.federation.parallel import ClientTask, ClientWorkerError, check_worker_count, compact, task_message
 from dssl.federation.state import StackedStates
 from dssl.methods import create_method
 
@@ -220,3 +220,7 @@ def test_a_row_of_stacked_states_pickles_without_the_other_rows():
     assert torch.equal(compact(row)["w"], row["w"])
     whole = torch.ones(7)
     assert compact({"x": [whole]})["x"][0] is whole  # a tensor that owns its storage is not copied
+    # a DecL task starts from such a row: what a worker receives holds that row only
+    task = ClientTask(3, 0, 0, [row])
+    assert len(task_message(task, {})) < len(pickle.dumps(row)) / 10
+    assert torch.equal(pickle.loads(task_message(task, {}))[1].global_states[0]["w"], row["w"])

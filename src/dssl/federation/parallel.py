@@ -21,6 +21,7 @@ context its parent created, and on one accelerator a single client keeps the dev
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import pickle
 import traceback
@@ -86,6 +87,12 @@ def compact(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(compact(v) for v in value)
     return value
+
+
+def task_message(task: ClientTask, local_state: dict) -> bytes:
+    """A task as a worker receives it, its start models and local state compacted."""
+    task = dataclasses.replace(task, global_states=compact(task.global_states))
+    return pickle.dumps(("task", task, compact(local_state)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _send(connection: Connection, message: Any) -> None:
@@ -180,8 +187,7 @@ class ClientWorkers:
             while pending and idle:
                 position, task = pending.pop(0)
                 connection = idle.pop(0)
-                local_state = self.simulator.local_states[task.client_id]
-                _send(connection, ("task", compact(task), compact(local_state)))
+                connection.send_bytes(task_message(task, self.simulator.local_states[task.client_id]))
                 running[connection] = (position, task)
             for connection in wait(list(running)):
                 position, task = running.pop(connection)
