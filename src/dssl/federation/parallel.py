@@ -131,8 +131,7 @@ def _serve(simulator: Simulator, connection: Connection) -> None:
             task, local_state = body
             simulator.local_states[task.client_id] = local_state
             simulator._train_time = 0.0
-            upload, result = simulator._train_client(task.client_id, task.round_index, task.participation,
-                                                     task.global_states or round_states)
+            upload, result = simulator._train_client(task, round_states)
             outcome = ClientOutcome(compact(upload), result, compact(simulator.local_states[task.client_id]),
                                     simulator._train_time)
             simulator.local_states[task.client_id] = {}
@@ -147,10 +146,10 @@ def _worker_main(simulator: Simulator, connection: Connection, server_end: Conne
 
 
 class ClientWorkers:
-    """``count`` forked processes training the clients of each round; use as a context manager."""
+    """``count`` forked processes training the clients of each round; use as a context manager. The
+    simulator checks ``count`` (``check_worker_count``) when it is built, before any training."""
 
     def __init__(self, simulator: Simulator, count: int):
-        check_worker_count(count, simulator.device)
         context = multiprocessing.get_context("fork")
         self.connections: list[Connection] = []
         self.processes: list[multiprocessing.process.BaseProcess] = []

@@ -331,8 +331,7 @@ class Simulator:
 
         if self._workers is None:
             for t in tasks:
-                keep(t, *self._train_client(t.client_id, t.round_index, t.participation,
-                                            t.global_states or round_states))
+                keep(t, *self._train_client(t, round_states))
             return trained
 
         def deliver(position: int, outcome: ClientOutcome) -> None:
@@ -344,12 +343,14 @@ class Simulator:
         self._workers.train(tasks, round_states, deliver)
         return trained
 
-    def _train_client(self, client_id: int, round_index: int, participation: int,
-                      global_states: Sequence[Mapping[str, torch.Tensor]]) -> tuple[Upload, LocalResult]:
-        """One client's round: start state from the strategy, seeded local training, upload."""
+    def _train_client(self, task: ClientTask, round_states: Sequence[StateDict]) -> tuple[Upload, LocalResult]:
+        """One client's round: start state from the strategy, seeded local training, upload. The task's
+        own start models if it carries them, else the round's."""
+        client_id, round_index = task.client_id, task.round_index
+        global_states = task.global_states or round_states
         seed, data = self.config.seed, self.clients[client_id]
         generator = torch_generator(derive_seed(seed, round_index, client_id, Stream.MODEL), self.device)
-        ctx = ClientContext(client_id, round_index, self.config.rounds, participation, data, self.device, generator,
+        ctx = ClientContext(client_id, round_index, self.config.rounds, task.participation, data, self.device, generator,
                             expected_participations=sum(map(len, self.schedule)) / len(self.clients))
         local_state = self.local_states[client_id]
         ctx.model_index = self.strategy.select_global(client_id, global_states, local_state, ctx)

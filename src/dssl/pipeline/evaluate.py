@@ -164,12 +164,12 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
         for r, rss in results
     ]
     run_ids = stage.log_runs(records)
-    out = metrics_dir(subject.framework, subject.cell)
+    out, machine = metrics_dir(subject.framework, subject.cell), hardware_label()
     with atomic_dir(out) as tmp:
         for (record, _), run_id in zip(results, run_ids):
             path = tmp / seed_dir(record["seed"]) / f"{record['dataset']}-{record['protocol']}.json"
             path.parent.mkdir(exist_ok=True)
-            record = {**record, "stage": stage.stage_name, "mlflow_run_id": run_id, "hardware": hardware_label()}
+            record = {**record, "stage": stage.stage_name, "mlflow_run_id": run_id, "hardware": machine}
             path.write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
     return out
 
