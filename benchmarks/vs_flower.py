@@ -4,7 +4,7 @@ Setting, identical on both sides: SimSiam on ``cnn_small`` at 16 px, scikit-lear
 images, prepared in memory and resized to 16 px with dssl's ``resized``), 10 clients of 179 images
 (an IID split), 5 clients per round, 1 local epoch, batch 32 with the last partial batch dropped
 (5 steps per client), SGD as ``OptimizerConfig()`` (lr 0.05 * 32 / 256, momentum 0.9, wd 1e-4,
-fresh optimizer state per client and round), FedAvg weighted by client size, 3 rounds, no federated
+fresh optimizer state per client and round), FedAvg weighted by client size, 5 rounds, no federated
 evaluation, 1 torch thread per client.
 
 - ours: ``FLSimulator`` with ``client_workers`` = the CPU count (``--client-workers``): the sampled
@@ -25,13 +25,15 @@ of the method, model and simulator; Flower: ``run_simulation`` until its first `
 first round's excess over the steady mean. Flower's server starts round 1 while Ray is still booting,
 so its start-up (Ray, worker processes, their imports of torch and dssl) lands in that excess.
 
-    flower_speedup: R x    with R = Flower's steady wall time per round / ours
+Each side runs in a fresh interpreter (neither inherits the other's imports or threads), ours then
+Flower, ``--repeats`` times; the figures are medians over the repeats with their range.
 
-Both sides train the same steps with the same code, so per round R is bounded by (floor + Flower's
-framework time) / floor, where the floor is the local training spread over the cores; the line
-``compute floor`` prints both parts.
+    flower_speedup: R x    with R = the median over repeats of Flower's steady time per round / ours
 
-The end-to-end ratio (whole runs, start-up included) is printed on the line before it.
+Both sides train the same steps with the same code, so per round R cannot exceed Flower's steady round
+over the compute floor (the local training spread evenly over the workers: what ours would take with
+no time of its own); the ``bound`` line prints it. The end-to-end ratio (whole runs, start-up
+included) is printed too.
 
 Flower is an optional extra, never a dependency of the pipeline. Its pins conflict with the locked
 stack (protobuf, fastapi, starlette), so install it into a separate environment:
@@ -40,17 +42,21 @@ stack (protobuf, fastapi, starlette), so install it into a separate environment:
     .venv-bench/bin/pip install --no-deps -e . && .venv-bench/bin/pip install -e '.[bench]'
     .venv-bench/bin/python benchmarks/vs_flower.py
 
-    PYTHONPATH=src python benchmarks/vs_flower.py [--rounds 3] [--cpus-per-client 1]
+    PYTHONPATH=src python benchmarks/vs_flower.py [--rounds 5] [--repeats 3] [--cpus-per-client 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -227,32 +233,82 @@ def end_to_end(result: dict[str, Any]) -> float:
     return result.get("total", result["startup"] + sum(result["rounds"]))
 
 
+def run_side(args: argparse.Namespace) -> None:
+    """One side of one repeat, in this (fresh) process; its figures go to ``args.result`` as JSON."""
+    result = run_ours(args.rounds, args.client_workers) if args.side == "ours" \
+        else run_flower(args.rounds, args.cpus_per_client)
+    Path(args.result).write_text(json.dumps(result))
+
+
+def side_in_subprocess(side: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``side`` in a fresh interpreter, so that neither side inherits the other's imports or threads."""
+    with tempfile.TemporaryDirectory() as folder:
+        result = Path(folder) / f"{side}.json"
+        command = [sys.executable, __file__, "--side", side, "--result", str(result), "--rounds", str(args.rounds),
+                   "--client-workers", str(args.client_workers), "--cpus-per-client", str(args.cpus_per_client)]
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0 or not result.exists():
+            raise SystemExit(f"the {side} side failed (exit {done.returncode}); its output:\n{done.stdout[-4000:]}")
+        return json.loads(result.read_text())
+
+
+def compare(ours: dict[str, Any], flower: dict[str, Any], workers: int) -> dict[str, float]:
+    """One repeat's figures. ``floor``: a steady round's local training spread evenly over the workers
+    (what neither framework can go below); ``bound``: the steady ratio ours would reach at the floor."""
+    floor = statistics.mean(ours["train"][1:] or ours["train"]) / workers
+    return {"ours": steady(ours), "flower": steady(flower), "floor": floor,
+            "ours_above": steady(ours) - floor, "flower_above": steady(flower) - floor,
+            "ratio": steady(flower) / steady(ours), "bound": steady(flower) / floor,
+            "end_to_end": end_to_end(flower) / end_to_end(ours)}
+
+
+def spread(values: list[float], unit: str = "", digits: int = 2) -> str:
+    """``median [min-max]`` of ``values``."""
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:.{digits}f}{unit}" if len(values) == 1 else f"{mid:.{digits}f}{unit} [{low:.{digits}f}-{high:.{digits}f}]"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="ours and Flower run in turn this many times")
     parser.add_argument("--client-workers", type=int, default=os.cpu_count() or 1,
                         help="our simulator's worker processes (default: one per CPU, as Flower's Ray backend)")
     parser.add_argument("--cpus-per-client", type=float, default=1.0,
                         help="Ray CPUs per Flower client (1: up to os.cpu_count() clients train at once)")
+    parser.add_argument("--side", choices=["ours", "flower"], help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rounds < 2 or args.repeats < 1:
+        raise SystemExit("--rounds must be >= 2 (the first round is start-up) and --repeats >= 1")
     require_flower()  # fail before spending time on our side
-    ours = run_ours(args.rounds, args.client_workers)
-    flower = run_flower(args.rounds, args.cpus_per_client)
+    if args.side:
+        return run_side(args)
+    workers = min(args.client_workers, PER_ROUND)
     print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     print(f"setting: {METHOD} + {BACKBONE}, digits at {IMAGE_SIZE} px, {NUM_CLIENTS} clients, {PER_ROUND} per "
           f"round, E={EPOCHS}, batch {BATCH}, {args.rounds} rounds, 1 torch thread per client; "
-          f"ours: {args.client_workers} client worker(s); "
-          f"flwr {flower['version']} (Ray backend, {args.cpus_per_client:g} CPU per client, "
-          f"{os.cpu_count()} CPUs)")
-    print(summary("ours", ours))
-    print(summary("flower", flower))
-    floor = statistics.mean(ours["train"][1:] or ours["train"]) / min(args.client_workers, PER_ROUND)
-    print(f"compute floor: a steady round's local training spread evenly over {min(args.client_workers, PER_ROUND)} "
-          f"worker(s) takes {floor:.2f} s; ours exceeds it by {steady(ours) - floor:.2f} s, Flower by "
-          f"{steady(flower) - floor:.2f} s (its framework's share of a round: "
-          f"{(steady(flower) - floor) / steady(flower):.0%})")
-    print(f"end-to-end (start-up included): Flower / ours = {end_to_end(flower) / end_to_end(ours):.2f}x")
-    print(f"flower_speedup: {steady(flower) / steady(ours):.2f}x")
+          f"ours: {args.client_workers} client worker(s); flwr {require_flower().__version__} (Ray backend, "
+          f"{args.cpus_per_client:g} CPU per client, {os.cpu_count()} CPUs); {args.repeats} repeat(s), "
+          "each side in a fresh process", flush=True)
+    figures = []
+    for repeat in range(1, args.repeats + 1):
+        ours, flower = side_in_subprocess("ours", args), side_in_subprocess("flower", args)
+        figures.append(compare(ours, flower, workers))
+        print(f"repeat {repeat}:")
+        print("  " + summary("ours", ours))
+        print("  " + summary("flower", flower), flush=True)
+    column = {key: [f[key] for f in figures] for key in figures[0]}
+    print(f"steady round (median [range] over repeats): ours {spread(column['ours'], ' s')}, "
+          f"Flower {spread(column['flower'], ' s')}, compute floor {spread(column['floor'], ' s')} "
+          f"(a round's local training spread evenly over {workers} worker(s))")
+    print(f"above the floor (each framework's own time per round): ours {spread(column['ours_above'], ' s')}, "
+          f"Flower {spread(column['flower_above'], ' s')}")
+    print(f"bound: with no time of its own above the floor, ours would be {spread(column['bound'], 'x')} faster "
+          "per steady round at this setting; the ratio cannot exceed that")
+    print(f"end-to-end (start-up included): Flower / ours = {spread(column['end_to_end'], 'x')}")
+    print(f"per steady round: {spread(column['ratio'], 'x')}")
+    print(f"flower_speedup: {statistics.median(column['ratio']):.2f}x")
 
 
 if __name__ == "__main__":
