@@ -7,7 +7,8 @@
 import os
 from pathlib import Path
 
-from dssl.config.params import ParamsError, validate
+from dssl.config.checker import ParamsError
+from dssl.config.params import validate
 from dssl.pipeline.catalogue import KINDS, Catalogue, wildcard_pattern
 from dssl.pipeline.codedeps import expand_folders
 

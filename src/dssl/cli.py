@@ -14,7 +14,7 @@ from pathlib import Path
 EXIT_BAD_INPUT = 2
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from dssl.config.registries import load_params_fully
+    from dssl.pipeline.validate import load_params_fully
 
     load_params_fully(args.file)
     print(f"{args.file}: valid")
@@ -33,7 +33,7 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 
 def _cmd_dag(args: argparse.Namespace) -> int:
-    from dssl.config.registries import load_params_fully
+    from dssl.pipeline.validate import load_params_fully
     from dssl.pipeline.dvcfile import dangling_stages, git_tracked_outputs, is_stale, write_files
     from dssl.tracking import project_root
 
@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_cmd_tracking_serve)
 
     warm = sub.add_parser("warm", help="a server that pays the heavy imports once for all stages")
-    warm.add_argument("action", choices=["start", "stop"])
+    warm.add_argument("action", choices=["start", "stop", "serve"],
+                      help="serve: run the server in the foreground (what start launches in the background)")
     warm.add_argument("--params", type=Path, help="with start: also create the tracking store (as 'tracking init')")
     warm.set_defaults(func=_cmd_warm)
 
@@ -154,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean 'the input is wrong', reported in one message with exit 2."""
-    from dssl.config.params import ParamsError
+    from dssl.config.checker import ParamsError
     from dssl.pipeline.common import StageError
 
     from dssl.artifacts import ArtifactError
@@ -215,8 +216,10 @@ def _cmd_warm(args: argparse.Namespace) -> int:
     from dssl.tracking import project_root
 
     root = project_root()
-    if args.action == "start":
-        process = warm.launch(root)
+    if args.action == "serve":
+        warm.serve(root, main)
+    elif args.action == "start":
+        process = warm.launch(root, [sys.executable, "-m", "dssl.cli", "warm", "serve"])
         if args.params is not None:  # while the server imports, prepare the tracking store
             _cmd_tracking_init(args)
         print(f"warm stage server started (pid {warm.wait_ready(root, process)})")

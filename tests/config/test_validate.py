@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from dssl.cli import main
-from dssl.config.params import ParamsError, load_params, read_params, validate
+from dssl.config.checker import ParamsError
+from dssl.config.params import load_params, read_params, validate
 from dssl.config.sections import DATASET_FACTS
 
 REPO = Path(__file__).resolve().parents[2]

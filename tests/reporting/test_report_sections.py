@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from dssl.config.params import Checker
+from dssl.config.checker import Checker
 from dssl.reporting.readme import write_report
 from dssl.reporting.results import load_results
 from dssl.reporting.sections import SECTIONS, ReportContext, check_report_params, create_section

@@ -6,7 +6,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from dssl.topology.improve import IMPROVE_CRITERIA, algebraic_connectivity, improve_graph
+from dssl.theory.improve import IMPROVE_CRITERIA, algebraic_connectivity, improve_graph
+from dssl.theory.sweep import build_theory_model
 
 from theory_helpers import cycle_graph, path_graph
 
@@ -66,14 +67,13 @@ def test_sensitivity_criterion_picks_best_edge():
     theory_cfg = {"N": 6, "c": 12, "d": 24, "seed": 0, "method": "cl",
                   "H": {"kind": "blend", "weight": 0.5, "shift": 1}}
     start = path_graph(6)
-    _, history = improve_graph(start, 2, "sensitivity", seed=0, theory_cfg=theory_cfg)
+    model = build_theory_model(theory_cfg, 6)
+    _, history = improve_graph(start, 2, "sensitivity", seed=0, model=model)
     s = [h["sensitivity"] for h in history]
     assert all(v is not None for v in s)
     # greedy: the first step picks the best single edge, so it is no worse than any other single edge
-    from dssl.theory.sweep import build_theory_model
-    from dssl.topology.improve import candidate_edges, decl_weights_stack
+    from dssl.theory.improve import candidate_edges, decl_weights_stack
 
-    model = build_theory_model(theory_cfg, 6)
     all_first = model.batched_sensitivity(decl_weights_stack(start, candidate_edges(start)))
     assert s[1] == pytest.approx(all_first.min(), abs=1e-9)
 
@@ -81,7 +81,7 @@ def test_sensitivity_criterion_picks_best_edge():
 def test_errors():
     with pytest.raises(ValueError, match="unknown criterion"):
         improve_graph(cycle_graph(4), 1, "betweenness", seed=0)
-    with pytest.raises(ValueError, match="theory_cfg"):
+    with pytest.raises(ValueError, match="needs a theory model"):
         improve_graph(cycle_graph(5), 1, "sensitivity", seed=0)
     assert set(IMPROVE_CRITERIA) == {"sensitivity", "algebraic_connectivity", "min_degree", "random"}
 

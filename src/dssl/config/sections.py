@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from dssl.config.params import Checker, section_validator
+from dssl.config.checker import Checker, section_validator
 from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
 from dssl.topology.graphs import TOPOLOGIES, check_request
@@ -481,7 +481,7 @@ def check_improved_graphs(c: Checker) -> None:
 @section_validator
 def check_report(c: Checker) -> None:
     """Structure only: section names and options are checked against the report's registry by
-    ``config.registries`` (the report's code is not part of every stage's lineage)."""
+    ``pipeline.validate`` (the report's code is not part of every stage's lineage)."""
     report = c.section("report")
     if not report:
         return
@@ -495,7 +495,7 @@ def check_report(c: Checker) -> None:
 
 @section_validator
 def check_theory(c: Checker) -> None:
-    """Graphs against the partitions; the model options are checked by ``config.registries``."""
+    """Graphs against the partitions; the model options are checked by ``pipeline.validate``."""
     theory = c.section("theory", required=False)
     if not theory:
         return

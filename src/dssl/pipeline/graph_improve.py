@@ -15,13 +15,16 @@ def run(name: str, params_path: Path | str) -> Path:
     spec = stage.entry("improved_graphs")
     params = stage.params
     from dssl.pipeline.theory import theory_cfg
+    from dssl.theory.improve import improve_graph
+    from dssl.theory.sweep import build_theory_model
     from dssl.topology.graphs import Graph, load_graph
-    from dssl.topology.improve import improve_graph
 
     base, _ = load_graph(graph_file(spec["base"]))
-    cfg = theory_cfg(params) if spec["criterion"] == "sensitivity" else None
+    model = None
+    if spec["criterion"] == "sensitivity":
+        model = build_theory_model(theory_cfg(params), len(base.adjacency))
     adjacency, history = improve_graph(base.adjacency, int(spec["edges"]), spec["criterion"],
-                                       int(spec.get("seed", 0)), cfg)
+                                       int(spec.get("seed", 0)), model=model)
     graph = Graph(adjacency, base.topology, float(adjacency.sum(axis=1).mean() + 1), base.seed,
                   {**base.spec, "improved": dict(spec)})
     stats, written = write_graph(graph, client_sizes(base.spec["partition"]), name,

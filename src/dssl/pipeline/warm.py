@@ -1,7 +1,8 @@
 """A warm stage server: pay the heavy imports once per pipeline run, not once per stage.
 
 Importing torch, timm, MLflow and seaborn costs several seconds, more than many small stages of the
-embedded default compute. ``dssl warm start`` launches a server that imports them once and then
+embedded default compute. ``dssl warm start`` launches a server (``dssl warm serve``, which hands it
+the CLI's ``main``) that imports them once and then
 *forks* one child per ``dssl`` command, so each stage starts with everything loaded. The child gets the
 caller's working directory, environment and terminal (stdin/stdout/stderr file descriptors are passed
 over the socket), so DVC and Snakemake see exactly what a plain process would produce, and its exit
@@ -24,6 +25,7 @@ import socket
 import struct
 import sys
 from pathlib import Path
+from typing import Callable
 
 SOCKET_NAME = ".dssl-warm.sock"
 HEAVY_MODULES = (
@@ -101,8 +103,9 @@ def _read_json(conn: socket.socket) -> dict | None:
 # ---------------------------------------------------------------------------------------------- server
 
 
-def serve(root: Path) -> None:
-    """Import the heavy modules, then fork a child per request until stopped or the code changes."""
+def serve(root: Path, run: Callable[[list[str]], int]) -> None:
+    """Import the heavy modules, then fork a child per request, which calls ``run(argv)`` (the CLI's
+    ``main``), until stopped or the code changes."""
     import importlib
 
     for module in HEAVY_MODULES:
@@ -122,12 +125,12 @@ def serve(root: Path) -> None:
                 _send_json(conn, {"refused": "source changed since the server started"})
                 conn.close()
                 break
-            _handle(conn, server)
+            _handle(conn, server, run)
     finally:
         path.unlink(missing_ok=True)
 
 
-def _handle(conn: socket.socket, server: socket.socket) -> None:
+def _handle(conn: socket.socket, server: socket.socket, run: Callable[[list[str]], int]) -> None:
     header, fds, _, _ = socket.recv_fds(conn, _HEADER.size, 3)
     size = _HEADER.unpack(header)[0]
     request = json.loads(_read_exact(conn, size))
@@ -143,7 +146,7 @@ def _handle(conn: socket.socket, server: socket.socket) -> None:
     child = os.fork()
     if child == 0:
         conn.close()
-        _become_stage(request, fds)
+        _become_stage(request, fds, run)
     for fd in fds:
         os.close(fd)
     _send_json(conn, {"pid": child})
@@ -153,7 +156,7 @@ def _handle(conn: socket.socket, server: socket.socket) -> None:
     os._exit(0)
 
 
-def _become_stage(request: dict, fds: list[int]) -> None:
+def _become_stage(request: dict, fds: list[int], run: Callable[[list[str]], int]) -> None:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -165,11 +168,9 @@ def _become_stage(request: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ["DSSL_WARM"] = "0"  # the child runs the command itself
-    from dssl.cli import main
-
     code = 1
     try:
-        code = main(request["argv"])
+        code = run(request["argv"])
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else 1
     except BaseException:  # noqa: BLE001 - report like a normal process would, then exit
@@ -182,16 +183,16 @@ def _become_stage(request: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
-def launch(root: Path):
-    """Start the server in the background (replacing a running one); returns its process."""
+def launch(root: Path, command: list[str]):
+    """Start the server in the background with ``command`` (the CLI's ``warm serve``), replacing a
+    running one; returns its process."""
     import subprocess
 
     if socket_path(root).exists():
         stop(root)
     log = open(Path(root) / ".dssl-warm.log", "w")
     process = subprocess.Popen(
-        [sys.executable, "-c", f"from dssl.pipeline.warm import serve; serve({str(root)!r})"],
-        cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        command, cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
         env={**os.environ, "DSSL_WARM": "0"},
     )
     (Path(root) / ".dssl-warm.pid").write_text(str(process.pid))
@@ -208,11 +209,6 @@ def wait_ready(root: Path, process, timeout_s: float = 120) -> int:
             raise RuntimeError(f"the warm server did not start; see {Path(root) / '.dssl-warm.log'}")
         time.sleep(0.1)
     return process.pid
-
-
-def start(root: Path) -> int:
-    """Launch the server and wait until it serves; returns its pid."""
-    return wait_ready(root, launch(root))
 
 
 def stop(root: Path) -> bool:

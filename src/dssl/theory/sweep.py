@@ -5,7 +5,7 @@ Entry points for the pipeline stage:
   the closed-form minimiser (Theorem 4.4's s over the first c coordinates, and over the first N);
 - :func:`summarise` -> mean and spread over seeds;
 - :func:`claim_checks` -> Theorem 4.4, Corollary 4.5 and Theorem 4.6 checked at every d;
-- :func:`run_improvement_study` -> sensitivity after greedily adding edges (dssl.topology.improve).
+- :func:`run_improvement_study` -> sensitivity after greedily adding edges (dssl.theory.improve).
 
 Nothing here is fitted to the paper: the data come from data_model, the matrices from objectives
 (derived from the objectives, docs/theory.md), the solutions from solutions.closed_form_solution.
@@ -38,7 +38,7 @@ from dssl.theory.sensitivity import representability_from_basis, sensitivity
 from dssl.theory.solutions import TheoryModel, closed_form_solution
 
 if TYPE_CHECKING:
-    from dssl.config.params import Checker
+    from dssl.config.checker import Checker
 
 # "decl_nbhd" (opt-in): mean over clients of the minimiser of client i's neighbourhood objective
 # (1/|A_i|) sum_{j in A_i} L_j -- the per-client models before DecL's final averaging (Eq. 26's X_i-bar).
@@ -494,7 +494,7 @@ def _improvement_starts(cfg: dict, graphs: dict[str, dict]) -> list[str]:
 
 def _improvement_task(cfg: dict, graphs: dict, seed: int) -> list[dict]:
     """All improvement rows of one seed: one theory model shared by every start graph and criterion."""
-    from dssl.topology.improve import improve_graph
+    from dssl.theory.improve import improve_graph
 
     imp = cfg["improvement"]
     base = {k: v for k, v in cfg.items() if k != "d_values"}
@@ -508,7 +508,7 @@ def _improvement_task(cfg: dict, graphs: dict, seed: int) -> list[dict]:
             g = graphs[name]
             for criterion in imp["criteria"]:
                 _, history = improve_graph(
-                    g["adjacency"], int(imp["k"]), criterion, seed, theory_cfg,
+                    g["adjacency"], int(imp["k"]), criterion, seed,
                     model=model, eval_model=heldout, max_candidates=int(imp["max_candidates"]),
                 )
                 for h in history:
@@ -528,7 +528,7 @@ def _improvement_task(cfg: dict, graphs: dict, seed: int) -> list[dict]:
 
 
 def run_improvement_study(cfg: dict, graphs: dict[str, dict]) -> pd.DataFrame:
-    """Greedy edge addition from each start graph by every criterion, per seed (dssl.topology.improve).
+    """Greedy edge addition from each start graph by every criterion, per seed (dssl.theory.improve).
 
     Start graphs: ``improvement.graphs`` or every non-complete graph with connectivity <=
     ``improvement.max_start_connectivity``. One theory model (client matrices at ``improvement.d``

@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import pandas as pd
 
-from dssl.config.params import Checker, ParamsError
+from dssl.config.checker import Checker, ParamsError
 from dssl.registry import Registry
 from dssl.reporting.claims import Finding
 from dssl.reporting.tables import runs_text

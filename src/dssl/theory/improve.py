@@ -8,7 +8,7 @@ broken by a seeded Generator (scores within ``TIE_TOLERANCE`` of the best count 
 eigenvalue noise between machines cannot change the chosen edge):
 
 - ``"sensitivity"``: lower the DecL sensitivity of the linear theory model (Theorem 4.4's s of the
-  minimiser of Eq. (1)'s DecL objective, from dssl.theory); needs a theory cfg or a prebuilt model;
+  minimiser of Eq. (1)'s DecL objective); needs a theory model (``sweep.build_theory_model``);
 - ``"algebraic_connectivity"``: raise lambda_2 of the graph Laplacian (exact, batched eigvalsh);
 - ``"min_degree"``: raise min_i |A_i|, preferring to join the two least-connected clients;
 - ``"random"``: a uniformly random non-edge (baseline).
@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-if TYPE_CHECKING:  # the theory package is imported lazily: graphs must not need it
+from dssl.theory.objectives import decl_global_weights, validate_adjacency
+
+if TYPE_CHECKING:
     from dssl.theory.solutions import TheoryModel
 
 DEFAULT_MAX_CANDIDATES = 512
@@ -34,12 +36,6 @@ DEFAULT_MAX_CANDIDATES = 512
 # ~1e-15, and by different amounts on different CPUs / LAPACK builds; a tolerance far above that
 # noise keeps the chosen edge, an integer decision, the same on every machine.
 TIE_TOLERANCE = 1e-9
-
-
-def _validated(adjacency: np.ndarray) -> np.ndarray:
-    from dssl.theory.objectives import validate_adjacency
-
-    return validate_adjacency(adjacency).copy()
 
 
 def laplacian(adjacency: np.ndarray) -> np.ndarray:
@@ -94,7 +90,7 @@ def decl_weights_stack(adjacency: np.ndarray, cands: np.ndarray) -> np.ndarray:
 def score_sensitivity(adjacency: np.ndarray, cands: np.ndarray, ctx: ImproveContext) -> np.ndarray:
     """Minus the DecL sensitivity of the theory model after adding each candidate edge."""
     if ctx.model is None:
-        raise ValueError("criterion 'sensitivity' needs theory_cfg (or a prebuilt model)")
+        raise ValueError("criterion 'sensitivity' needs a theory model (model=, from sweep.build_theory_model)")
     return -ctx.model.batched_sensitivity(decl_weights_stack(adjacency, cands))
 
 
@@ -146,12 +142,8 @@ def _step_metrics(adjacency: np.ndarray, model: TheoryModel | None, eval_model: 
         "sensitivity_N": None,
     }
     if model is not None:
-        from dssl.theory.objectives import decl_global_weights
-
         metrics.update(model.sensitivities(decl_global_weights(adjacency)))
     if eval_model is not None:
-        from dssl.theory.objectives import decl_global_weights
-
         held = eval_model.sensitivities(decl_global_weights(adjacency))
         metrics.update({f"heldout_{k}": v for k, v in held.items()})
     return metrics
@@ -169,7 +161,6 @@ def improve_graph(
     k: int,
     criterion: str,
     seed: int,
-    theory_cfg: dict | None = None,
     *,
     model: TheoryModel | None = None,
     eval_model: TheoryModel | None = None,
@@ -180,9 +171,8 @@ def improve_graph(
     ``history[0]`` describes the input graph (step 0, edge None); entry t describes the graph after the
     t-th added edge: edge (u, v), algebraic_connectivity, min/mean_connectivity (|A_i| with self),
     n_edges, n_candidates scored, and the DecL sensitivity over the first c (``sensitivity``) and first N
-    (``sensitivity_N``) coordinates when a theory model is available (``model``, or built from
-    ``theory_cfg`` by dssl.theory.sweep.build_theory_model; None otherwise). The "sensitivity"
-    criterion minimises the model's own window (``theory_cfg["improvement"]["window"]``, default c).
+    (``sensitivity_N``) coordinates when a theory ``model`` is given (None otherwise). The "sensitivity"
+    criterion minimises the model's own window (the theory cfg's ``improvement.window``, default c).
     Because that criterion optimises the very data draw it is scored on, pass ``eval_model`` (a theory
     model of an independent draw) to also record ``heldout_sensitivity``/``heldout_sensitivity_N``.
     Stops early only when the graph becomes complete. No self loops or duplicate edges are added.
@@ -191,11 +181,7 @@ def improve_graph(
         raise ValueError(f"unknown criterion {criterion!r}; known: {sorted(IMPROVE_CRITERIA)}")
     if k < 0:
         raise ValueError(f"edge budget k={k} must be >= 0")
-    adj = _validated(adjacency)
-    if model is None and theory_cfg is not None:
-        from dssl.theory.sweep import build_theory_model
-
-        model = build_theory_model(theory_cfg, adj.shape[0])
+    adj = validate_adjacency(adjacency).copy()
     if model is not None and model.n_clients != adj.shape[0]:
         raise ValueError(f"theory model has {model.n_clients} clients but the graph has {adj.shape[0]}")
     ctx = ImproveContext(rng=np.random.default_rng([int(seed), 7]), model=model)
