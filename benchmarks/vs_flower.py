@@ -281,14 +281,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.rounds < 2 or args.repeats < 1:
         raise SystemExit("--rounds must be >= 2 (the first round is start-up) and --repeats >= 1")
-    require_flower()  # fail before spending time on our side
+    flwr = require_flower()  # fail before spending time on our side
     if args.side:
         return run_side(args)
     workers = min(args.client_workers, PER_ROUND)
     print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     print(f"setting: {METHOD} + {BACKBONE}, digits at {IMAGE_SIZE} px, {NUM_CLIENTS} clients, {PER_ROUND} per "
           f"round, E={EPOCHS}, batch {BATCH}, {args.rounds} rounds, 1 torch thread per client; "
-          f"ours: {args.client_workers} client worker(s); flwr {require_flower().__version__} (Ray backend, "
+          f"ours: {args.client_workers} client worker(s); flwr {flwr.__version__} (Ray backend, "
           f"{args.cpus_per_client:g} CPU per client, {os.cpu_count()} CPUs); {args.repeats} repeat(s), "
           "each side in a fresh process", flush=True)
     figures = []

@@ -2,11 +2,10 @@
 
 Importing torch, timm, MLflow and seaborn costs several seconds, more than many small stages of the
 embedded default compute. ``dssl warm start`` launches a server (``dssl warm serve``, which hands it
-the CLI's ``main``) that imports them once and then
-*forks* one child per ``dssl`` command, so each stage starts with everything loaded. The child gets the
-caller's working directory, environment and terminal (stdin/stdout/stderr file descriptors are passed
-over the socket), so DVC and Snakemake see exactly what a plain process would produce, and its exit
-status is returned to the caller.
+the CLI's ``main``) that imports them once and then *forks* one child per ``dssl`` command, so each
+stage starts with everything loaded. The child gets the caller's working directory, environment and
+terminal (stdin/stdout/stderr file descriptors are passed over the socket), so DVC and Snakemake see
+exactly what a plain process would produce, and its exit status is returned to the caller.
 
 Safety rules, each for a reason:
 - The server never computes: forking a process whose thread pools have started is unsafe, and an
