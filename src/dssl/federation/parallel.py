@@ -1,11 +1,12 @@
 """The clients of a round trained at once, in forked worker processes with one torch thread each.
 
-``ClientWorkers(simulator, count)`` forks ``count`` processes, each holding a copy of the simulator
-(its model, optimizer, strategy and the clients' data: nothing is pickled at start). Per round, the
-server sends every worker the strategy's checkpointed state and the round's global models once, then
-hands out client tasks to whichever worker is free; a worker loads the client's ``local_state``, runs
-the simulator's own ``_train_client`` and returns the upload, the local result and the client's new
-``local_state``. Results come back in task order, so aggregation sums in the same order as in series.
+``ClientWorkers(train_task, strategy, count)`` forks ``count`` processes, each holding a copy of the
+simulator that ``train_task`` belongs to (its model, optimizer, strategy and the clients' data: nothing
+is pickled at start). Per round, the server sends every worker the strategy's checkpointed state and
+the round's global models once, then hands out client tasks to whichever worker is free; a worker runs
+``train_task`` (the simulator's own client step) on the task and the client's ``local_state`` and
+returns the ``ClientOutcome``: the upload, the local result and the client's new ``local_state``.
+Results come back in task order, so aggregation sums in the same order as in series.
 
 Why a client trains the same in a worker: its training depends only on its task (client, round,
 participation, start models), its local_state and the strategy's checkpointed state (the strategy
@@ -35,8 +36,7 @@ from dssl.federation.state import StateDict
 
 if TYPE_CHECKING:
     from dssl.federation.local import LocalResult
-    from dssl.federation.simulator import Simulator
-    from dssl.federation.strategies.base import Upload
+    from dssl.federation.strategies.base import Strategy, Upload
 
 THREADS_PER_WORKER = 1
 
@@ -58,6 +58,10 @@ class ClientOutcome:
     result: LocalResult
     local_state: dict
     train_time_s: float
+
+
+# A client's training as the simulator runs it: (task, the round's global models, the client's local_state).
+TrainTask = Callable[[ClientTask, Sequence[StateDict], dict], ClientOutcome]
 
 
 class ClientWorkerError(RuntimeError):
@@ -103,10 +107,9 @@ def _receive(connection: Connection) -> Any:
     return pickle.loads(connection.recv_bytes())
 
 
-def _serve(simulator: Simulator, connection: Connection) -> None:
+def _serve(train_task: TrainTask, strategy: Strategy, connection: Connection) -> None:
     """A worker's loop: round payloads set the strategy state and global models; tasks are trained."""
     torch.set_num_threads(THREADS_PER_WORKER)
-    simulator.local_states = [{} for _ in simulator.local_states]  # the server sends each client's own
     round_states: Sequence[StateDict] = []
     round_error = ""  # a failure while loading the round's state, reported with the round's first task
     while True:
@@ -119,7 +122,7 @@ def _serve(simulator: Simulator, connection: Connection) -> None:
         if kind == "round":
             try:
                 strategy_state, round_states = body
-                simulator.strategy.load_state_dict(strategy_state)
+                strategy.load_state_dict(strategy_state)
                 round_error = ""
             except BaseException:  # noqa: BLE001
                 round_error = "while loading the round's strategy state:\n" + traceback.format_exc()
@@ -129,39 +132,36 @@ def _serve(simulator: Simulator, connection: Connection) -> None:
             continue
         try:
             task, local_state = body
-            simulator.local_states[task.client_id] = local_state
-            simulator._train_time = 0.0
-            upload, result = simulator._train_client(task, round_states)
-            outcome = ClientOutcome(compact(upload), result, compact(simulator.local_states[task.client_id]),
-                                    simulator._train_time)
-            simulator.local_states[task.client_id] = {}
-            _send(connection, ("done", outcome))
+            outcome = train_task(task, round_states, local_state)
+            _send(connection, ("done", dataclasses.replace(outcome, upload=compact(outcome.upload),
+                                                           local_state=compact(outcome.local_state))))
         except BaseException:  # noqa: BLE001  (reported to the server, which raises it)
             _send(connection, ("error", traceback.format_exc()))
 
 
-def _worker_main(simulator: Simulator, connection: Connection, server_end: Connection) -> None:
+def _worker_main(train_task: TrainTask, strategy: Strategy, connection: Connection, server_end: Connection) -> None:
     server_end.close()
-    _serve(simulator, connection)
+    _serve(train_task, strategy, connection)
 
 
 class ClientWorkers:
-    """``count`` forked processes training the clients of each round; use as a context manager. The
-    simulator checks ``count`` (``check_worker_count``) when it is built, before any training."""
+    """``count`` forked processes training the clients of each round with ``train_task``; ``strategy``
+    is the one ``train_task`` uses (its state goes to the workers each round). Use as a context manager.
+    The simulator checks ``count`` (``check_worker_count``) when it is built, before any training."""
 
-    def __init__(self, simulator: Simulator, count: int):
+    def __init__(self, train_task: TrainTask, strategy: Strategy, count: int):
         context = multiprocessing.get_context("fork")
         self.connections: list[Connection] = []
         self.processes: list[multiprocessing.process.BaseProcess] = []
         for _ in range(count):
             server_end, worker_end = context.Pipe()
-            process = context.Process(target=_worker_main, args=(simulator, worker_end, server_end),
+            process = context.Process(target=_worker_main, args=(train_task, strategy, worker_end, server_end),
                                       name="dssl-client-worker", daemon=True)
             process.start()
             worker_end.close()
             self.connections.append(server_end)
             self.processes.append(process)
-        self.simulator = simulator
+        self.strategy = strategy
 
     def __enter__(self) -> ClientWorkers:
         return self
@@ -169,11 +169,12 @@ class ClientWorkers:
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self.close(kill=exc_type is not None)
 
-    def train(self, tasks: Sequence[ClientTask], round_states: Sequence[StateDict],
+    def train(self, tasks: Sequence[ClientTask], round_states: Sequence[StateDict], local_states: Sequence[dict],
               deliver: Callable[[int, ClientOutcome], None]) -> None:
-        """Train ``tasks`` on the workers; ``deliver(position, outcome)`` is called in task order as the
-        outcomes arrive (one that finishes early waits for those before it)."""
-        payload = pickle.dumps(("round", self.simulator.strategy.state_dict(), compact(list(round_states))),
+        """Train ``tasks`` on the workers, each client from ``local_states[client_id]``;
+        ``deliver(position, outcome)`` is called in task order as the outcomes arrive (one that finishes
+        early waits for those before it)."""
+        payload = pickle.dumps(("round", self.strategy.state_dict(), compact(list(round_states))),
                                protocol=pickle.HIGHEST_PROTOCOL)
         for connection in self.connections:
             connection.send_bytes(payload)
@@ -186,7 +187,7 @@ class ClientWorkers:
             while pending and idle:
                 position, task = pending.pop(0)
                 connection = idle.pop(0)
-                connection.send_bytes(task_message(task, self.simulator.local_states[task.client_id]))
+                connection.send_bytes(task_message(task, local_states[task.client_id]))
                 running[connection] = (position, task)
             for connection in wait(list(running)):
                 position, task = running.pop(connection)

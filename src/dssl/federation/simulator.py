@@ -294,7 +294,7 @@ class Simulator:
         if count <= 1:
             yield
             return
-        with ClientWorkers(self, count) as workers:
+        with ClientWorkers(self.train_task, self.strategy, count) as workers:
             self._workers = workers
             try:
                 yield
@@ -324,35 +324,32 @@ class Simulator:
         results in task order. ``receive(task, upload)`` sees each upload, in task order, as it arrives."""
         trained: list[tuple[Upload, LocalResult]] = []
 
-        def keep(task: ClientTask, upload: Upload, result: LocalResult) -> None:
-            if receive is not None:
-                receive(task, upload)
-            trained.append((upload, result))
-
-        if self._workers is None:
-            for t in tasks:
-                keep(t, *self._train_client(t, round_states))
-            return trained
-
         def deliver(position: int, outcome: ClientOutcome) -> None:
             task = tasks[position]
             self.local_states[task.client_id] = outcome.local_state
             self._train_time += outcome.train_time_s
-            keep(task, outcome.upload, outcome.result)
+            if receive is not None:
+                receive(task, outcome.upload)
+            trained.append((outcome.upload, outcome.result))
 
-        self._workers.train(tasks, round_states, deliver)
+        if self._workers is None:
+            for position, task in enumerate(tasks):
+                deliver(position, self.train_task(task, round_states, self.local_states[task.client_id]))
+        else:
+            self._workers.train(tasks, round_states, self.local_states, deliver)
         return trained
 
-    def _train_client(self, task: ClientTask, round_states: Sequence[StateDict]) -> tuple[Upload, LocalResult]:
+    def train_task(self, task: ClientTask, round_states: Sequence[StateDict], local_state: dict) -> ClientOutcome:
         """One client's round: start state from the strategy, seeded local training, upload. The task's
-        own start models if it carries them, else the round's."""
+        own start models if it carries them, else the round's. ``local_state`` (what the strategy keeps
+        on the client between rounds) is updated in place and returned in the outcome. The worker
+        processes (``parallel``) run this same method."""
         client_id, round_index = task.client_id, task.round_index
         global_states = task.global_states or round_states
         seed, data = self.config.seed, self.clients[client_id]
         generator = torch_generator(derive_seed(seed, round_index, client_id, Stream.MODEL), self.device)
         ctx = ClientContext(client_id, round_index, self.config.rounds, task.participation, data, self.device, generator,
                             expected_participations=sum(map(len, self.schedule)) / len(self.clients))
-        local_state = self.local_states[client_id]
         ctx.model_index = self.strategy.select_global(client_id, global_states, local_state, ctx)
         start = self.strategy.client_update_start(client_id, global_states[ctx.model_index], local_state, ctx)
         load_state_(self.method, start)
@@ -370,8 +367,9 @@ class Simulator:
                                               self.device),
             device=self.device, step=self.train_step,
         )
-        self._train_time += time.perf_counter() - began
-        return self.strategy.client_upload(client_id, self.method, local_state, ctx), result
+        train_time = time.perf_counter() - began
+        upload = self.strategy.client_upload(client_id, self.method, local_state, ctx)
+        return ClientOutcome(upload, result, local_state, train_time)
 
     # -- checkpoints ------------------------------------------------------------------------------
 
