@@ -21,7 +21,7 @@ from dssl.federation import (
     OptimizerConfig,
     create_strategy,
 )
-from dssl.federation.parallel import ClientTask, ClientWorkerError, check_worker_count, compact, task_message
+from dssl.federation.parallel import ClientTask, ClientWorkerError, check_worker_count, dumps, task_message
 from dssl.federation.state import StackedStates
 from dssl.methods import create_method
 
@@ -216,11 +216,30 @@ def test_worker_counts_the_simulator_cannot_run_are_refused_before_training():
 def test_a_row_of_stacked_states_pickles_without_the_other_rows():
     states = StackedStates({"w": torch.zeros(1000)}, 50)
     row = states.row(3)
-    assert len(pickle.dumps(compact(row))) < len(pickle.dumps(row)) / 10
-    assert torch.equal(compact(row)["w"], row["w"])
-    whole = torch.ones(7)
-    assert compact({"x": [whole]})["x"][0] is whole  # a tensor that owns its storage is not copied
+    assert len(dumps(row)) < len(pickle.dumps(row)) / 10
+    assert torch.equal(pickle.loads(dumps(row))["w"], row["w"])
     # a DecL task starts from such a row: what a worker receives holds that row only
     task = ClientTask(3, 0, 0, [row])
     assert len(task_message(task, {})) < len(pickle.dumps(row)) / 10
     assert torch.equal(pickle.loads(task_message(task, {}))[1].global_states[0]["w"], row["w"])
+
+
+@pytest.mark.parametrize("tensor", [
+    torch.randn(3, 4), torch.tensor(2.5, dtype=torch.bfloat16), torch.randn(2, 3, dtype=torch.float16),
+    torch.arange(12, dtype=torch.int64).reshape(3, 4).t(), torch.tensor([True, False, True]),
+    torch.zeros(0, 5), torch.randint(0, 255, (4,), dtype=torch.uint8), torch.tensor(7, dtype=torch.int64),
+], ids=["float32", "bfloat16-0d", "float16", "int64-transposed", "bool", "empty", "uint8", "int64-0d"])
+def test_tensors_arrive_with_their_values_dtype_and_shape_and_own_their_memory(tensor):
+    received = pickle.loads(dumps({"t": tensor, "rest": [1, "a"]}))
+    assert received["rest"] == [1, "a"]
+    got = received["t"]
+    assert got.dtype == tensor.dtype and got.shape == tensor.shape and torch.equal(got, tensor)
+    if got.numel():  # writable, and not the sender's memory
+        sent = tensor.clone()
+        got.copy_(~got if got.dtype == torch.bool else got + 1)
+        assert not torch.equal(got, sent) and torch.equal(tensor, sent)
+
+
+def test_a_tensor_that_needs_gradients_still_pickles():
+    weight = torch.nn.Parameter(torch.ones(3))
+    assert torch.equal(pickle.loads(dumps(weight)), weight)
