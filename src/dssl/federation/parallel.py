@@ -88,10 +88,10 @@ def _tensor_from_bytes(dtype: str, shape: tuple[int, ...], data: bytearray) -> t
 
 class _TensorPickler(pickle.Pickler):
     """Pickles a CPU tensor as the bytes of its own elements. Plain pickling goes through torch's
-    storage serialization (``torch.save`` per storage: 3 ms each way for a 42-tensor, 0.6 MB state dict,
-    5-10x this; measured) and sends the whole storage a view points into (a row of DecL's stacked
-    states would carry every client's). A received tensor owns its memory: views of one storage arrive
-    as separate tensors."""
+    storage serialization, ``torch.save`` per storage (measured on SimSiam + cnn_small's 42-tensor,
+    0.6 MB state dict: 3 ms to pickle and 3 ms to unpickle, against 0.5 and 0.3 ms here), and sends the
+    whole storage a view points into (a row of DecL's stacked states would carry every client's). A
+    received tensor owns its memory: views of one storage arrive as separate tensors."""
 
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) is torch.Tensor and obj.device.type == "cpu" and obj.layout == torch.strided \
