@@ -310,9 +310,9 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    flwr = require_flower()  # fail before spending time on our side
     if args.side:
         return run_side(args)
+    flwr = require_flower()  # fail before spending time on our side
     workers = min(args.client_workers, PER_ROUND)
     print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     print(f"setting: {METHOD} + {BACKBONE}, digits at {IMAGE_SIZE} px, {NUM_CLIENTS} clients of "

@@ -1,0 +1,80 @@
+"""The README's benchmark scripts run from a checkout and print their figure lines. They run at their
+smallest settings: these tests check that the scripts work and what they compute, not how fast anything
+is (speed is what the scripts themselves report)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARKS = ROOT / "benchmarks"
+
+pytestmark = pytest.mark.slow
+
+
+def run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, str(BENCHMARKS / name), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def load_vs_flower():
+    spec = importlib.util.spec_from_file_location("vs_flower", BENCHMARKS / "vs_flower.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name, args, figure", [
+    ("data_path.py", ["--images", "40", "--classes", "2", "--epochs", "1"], r"^prepared_speedup: \d+\.\dx$"),
+    ("fl_overhead.py", ["--rounds", "1", "--threads", "1"], r"^overhead ratio\s+\d+\.\d{3} "),
+    ("decl_gossip.py", ["--rounds", "1"], r"^gossip_share: \d+\.\d+ %"),
+    ("gpu_round.py", ["--device", "cpu", "--models", "resnet18_imagenet", "--options", "channels_last", "--size", "32",
+                      "--batch", "4", "--steps", "1", "--threads", "1"], r"^resnet18_imagenet\s+channels_last\s+\d"),
+], ids=["data_path", "fl_overhead", "decl_gossip", "gpu_round"])
+def test_a_benchmark_prints_its_figure(name, args, figure, tmp_path):
+    done = run_script(name, *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(figure, done.stdout, re.MULTILINE), done.stdout[-3000:]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("flwr") is not None, reason="Flower is installed here")
+def test_vs_flower_without_flower_says_how_to_install_it(tmp_path):
+    done = run_script("vs_flower.py", "--rounds", "3", "--repeats", "1", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "pip install -e '.[bench]'" in done.stdout + done.stderr
+
+
+def test_vs_flower_our_two_sides_train_the_same_steps_to_the_same_losses(tmp_path):
+    """The simulator with client workers and in series (the plain loop) run the same training."""
+    results = {}
+    for side in ("ours", "in series"):
+        result = tmp_path / f"{side}.json"
+        done = run_script("vs_flower.py", "--side", side, "--result", str(result), "--rounds", "3",
+                          "--client-images", "32", "--client-workers", "2", cwd=tmp_path)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        results[side] = json.loads(result.read_text())
+    ours, serial = results["ours"], results["in series"]
+    assert len(ours["rounds"]) == 3 and ours["steps"] == [5, 5, 5]  # 5 clients x 1 step of 32
+    assert ours["loss"] == serial["loss"]
+
+
+def test_vs_flower_compares_steady_rounds_against_the_compute_floor():
+    vs_flower = load_vs_flower()
+    ours = {"startup": 1.0, "rounds": [0.5, 0.1, 0.12, 0.1], "train": [0.3, 0.16, 0.16, 0.2]}
+    serial = {"startup": 1.0, "rounds": [0.5, 0.2, 0.2, 0.2]}
+    flower = {"startup": 0.0, "rounds": [10.0, 0.7, 0.4, 0.4], "total": 12.0}
+    figures = vs_flower.compare({"ours": ours, "in series": serial, "flower": flower}, workers=2)
+    assert figures["ours"] == pytest.approx(0.1) and figures["flower"] == pytest.approx(0.4)  # medians after round 1
+    assert figures["ratio"] == pytest.approx(4.0) and figures["serial_ratio"] == pytest.approx(2.0)
+    assert figures["floor"] == pytest.approx(0.08)  # median training per round (0.16) over 2 workers
+    assert figures["bound"] == pytest.approx(5.0)
+    assert figures["end_to_end"] == pytest.approx(12.0 / (1.0 + 0.82))
