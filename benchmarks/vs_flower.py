@@ -209,7 +209,8 @@ def run_flower(rounds: int, cpus_per_client: float, images_per_client: int) -> d
     backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": 0.0},
                "init_args": {"num_cpus": os.cpu_count()}}
     start = time.perf_counter()
-    run_simulation(server_app=ServerApp(server_fn=server_fn), client_app=ClientApp(client_fn=functools.partial(flower_client_fn, images_per_client)),
+    client_app = ClientApp(client_fn=functools.partial(flower_client_fn, images_per_client))
+    run_simulation(server_app=ServerApp(server_fn=server_fn), client_app=client_app,
                    num_supernodes=NUM_CLIENTS, backend_config=backend)
     total = time.perf_counter() - start
     if len(marks["end"]) != rounds:
@@ -274,10 +275,11 @@ def compare(sides: dict[str, dict[str, Any]], workers: int) -> dict[str, float]:
     (what neither framework can go below); ``bound``: the steady ratio ours would reach at the floor."""
     ours, serial, flower = (sides[name] for name in SIDES)
     floor = statistics.median(ours["train"][1:] or ours["train"]) / workers
-    return {"ours": steady(ours), "serial": steady(serial), "flower": steady(flower), "floor": floor,
-            "ours_above": steady(ours) - floor, "flower_above": steady(flower) - floor,
-            "ratio": steady(flower) / steady(ours), "serial_ratio": steady(flower) / steady(serial),
-            "bound": steady(flower) / floor, "end_to_end": end_to_end(flower) / end_to_end(ours)}
+    round_ours, round_serial, round_flower = steady(ours), steady(serial), steady(flower)
+    return {"ours": round_ours, "serial": round_serial, "flower": round_flower, "floor": floor,
+            "ours_above": round_ours - floor, "flower_above": round_flower - floor,
+            "ratio": round_flower / round_ours, "serial_ratio": round_flower / round_serial,
+            "bound": round_flower / floor, "end_to_end": end_to_end(flower) / end_to_end(ours)}
 
 
 def spread(values: list[float], unit: str = "", digits: int = 2) -> str:
