@@ -1,0 +1,46 @@
+"""Deterministic mode without torch's NaN fill of new memory still gives the same bits.
+
+``configure_determinism`` switches ``torch.utils.deterministic.fill_uninitialized_memory`` off for
+speed; that is only sound if no op of any strategy reads memory it never wrote. Such an op would read
+NaN with the fill and leftover bytes without it, so every strategy's run is compared both ways.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dssl.federation.simulator as simulator_module
+from dssl.federation.reproducibility import configure_determinism
+
+from strategy_cases import CASES, TIMINGS, assert_same, build
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def test_deterministic_mode_does_not_fill_new_memory():
+    before = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
+    try:
+        torch.utils.deterministic.fill_uninitialized_memory = True  # torch's default
+        configure_determinism(True)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.utils.deterministic.fill_uninitialized_memory
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = before[1]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[4]}-{i}" for i, c in enumerate(CASES)])
+def test_every_strategy_trains_to_the_same_bits_with_and_without_the_fill(case, monkeypatch):
+    without_fill = build(case).run()
+
+    def with_fill(enabled: bool = True) -> None:
+        configure_determinism(enabled)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+
+    monkeypatch.setattr(simulator_module, "configure_determinism", with_fill)
+    filled = build(case).run()
+    assert_same(without_fill.final_state, filled.final_state, "final_state")
+    assert_same(without_fill.global_states, filled.global_states, "global_states")
+    for a, b in zip(without_fill.metrics, filled.metrics):
+        assert_same({k: v for k, v in a.items() if k not in TIMINGS}, {k: v for k, v in b.items() if k not in TIMINGS})
