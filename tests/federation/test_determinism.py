@@ -15,19 +15,23 @@ from dssl.federation.reproducibility import configure_determinism
 
 from strategy_cases import CASES, TIMINGS, assert_same, build
 
-pytestmark = pytest.mark.usefixtures("single_thread")
+pytestmark = pytest.mark.usefixtures("single_thread", "torch_determinism_restored")
+
+
+@pytest.fixture
+def torch_determinism_restored():
+    """Puts back torch's process-wide deterministic mode and fill flag that a test changes."""
+    before = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
+    yield
+    torch.use_deterministic_algorithms(before[0], warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = before[1]
 
 
 def test_deterministic_mode_does_not_fill_new_memory():
-    before = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
-    try:
-        torch.utils.deterministic.fill_uninitialized_memory = True  # torch's default
-        configure_determinism(True)
-        assert torch.are_deterministic_algorithms_enabled()
-        assert not torch.utils.deterministic.fill_uninitialized_memory
-    finally:
-        torch.use_deterministic_algorithms(before[0], warn_only=True)
-        torch.utils.deterministic.fill_uninitialized_memory = before[1]
+    torch.utils.deterministic.fill_uninitialized_memory = True  # torch's default
+    configure_determinism(True)
+    assert torch.are_deterministic_algorithms_enabled()
+    assert not torch.utils.deterministic.fill_uninitialized_memory
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[4]}-{i}" for i, c in enumerate(CASES)])
