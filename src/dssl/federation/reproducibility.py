@@ -47,10 +47,9 @@ def configure_determinism(enabled: bool = True) -> None:
     Deterministic mode also makes torch fill every newly allocated tensor with NaN
     (``torch.utils.deterministic.fill_uninitialized_memory``), a guard for programs that read memory
     they never wrote. No op here does (results are the same bits with and without the fill), and the
-    fill cost 0-7 % of a training step, varying from run to run (interleaved step timings of SimSiam /
-    BYOL / MAE on cnn_small and vit_small at 16 px, batch 32, one thread: ~390 fills per step; no
-    difference beyond noise in whole-run times), so it is switched off; torch's documentation states
-    that a valid program stays deterministic without it.
+    fill costs a few per cent of a training step, varying from run to run (``benchmarks/determinism_fill.py``
+    prints the figures; ~390 fills per step at 16 px, batch 32), so it is switched off; torch's
+    documentation states that a valid program stays deterministic without it.
     """
     if enabled:
         # cuBLAS needs this before its first use to be deterministic (a no-op on CPU).
