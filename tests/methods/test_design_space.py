@@ -86,6 +86,20 @@ def test_simsiam_with_ema_target_moves_the_target_by_momentum():
     assert create_method("simsiam", "cnn_small", 8, 1).target_encoder is None  # off by default
 
 
+def test_simsiam_logs_its_collapse_diagnostic_and_byol_only_its_loss():
+    images = torch.rand(4, 1, 8, 8)
+    torch.manual_seed(0)
+    simsiam = create_method("simsiam", "cnn_small", 8, 1)
+    losses = simsiam.training_loss(images, generator=torch.Generator().manual_seed(2))
+    x1, _ = views(simsiam, images, 2)
+    z1 = simsiam.projector(simsiam.encoder(x1))
+    expected = F.normalize(z1, dim=-1).std(dim=0).mean()  # SimSiam Fig. 2: ~1/sqrt(d), 0 at collapse
+    assert set(losses) == {"loss", "output_std"} and not losses["output_std"].requires_grad
+    torch.testing.assert_close(losses["output_std"], expected.detach())
+    byol = create_method("byol", "cnn_small", 8, 1)
+    assert set(byol.training_loss(images, generator=torch.Generator().manual_seed(2))) == {"loss"}
+
+
 def test_moco_versions():
     v1 = create_method("moco", "cnn_small", 8, 1, version="v1")
     v2 = create_method("moco", "cnn_small", 8, 1)

@@ -192,21 +192,6 @@ def make_ema_target(
             copy.deepcopy(projector).requires_grad_(trainable))
 
 
-def target_outputs(method: nn.Module, x1: torch.Tensor, x2: torch.Tensor, z1: torch.Tensor,
-                   z2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The target branch's projections of both views (paper B's Siamese framework).
-
-    With an EMA target (``method.target_encoder``), its projections of ``x1``, ``x2``, under
-    ``no_grad`` when ``method.stop_gradient``; without one the online projections ``z1``, ``z2``
-    themselves (the loss detaches them under stop-gradient).
-    """
-    if method.target_encoder is None:
-        return z1, z2
-    with torch.set_grad_enabled(torch.is_grad_enabled() and not method.stop_gradient):
-        return (method.target_projector(method.target_encoder(x1)),
-                method.target_projector(method.target_encoder(x2)))
-
-
 def require_vit(encoder: nn.Module, method: str, alternative: str) -> ViTBackbone:
     """The encoder as a ViT, or a ValueError naming the method to use instead."""
     if not isinstance(encoder, ViTBackbone):

@@ -16,15 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from dssl.methods.augment import FedSSLTransform
-from dssl.methods.base import (
-    LossOutput,
-    SSLMethod,
-    ema_update,
-    make_ema_target,
-    register_method,
-    target_outputs,
-)
+from dssl.methods.base import register_method
 from dssl.methods.heads import mlp_layers
+from dssl.methods.siamese import SiameseMethod
 
 
 class BYOLProjectionHead(nn.Sequential):
@@ -65,20 +59,15 @@ BYOLTransform = FedSSLTransform  # paper B uses one augmentation for all its met
 
 
 @register_method
-class BYOL(SSLMethod):
-    """BYOL: online encoder + projector + predictor against an EMA target encoder + projector.
-
-    The engine calls :meth:`after_optimizer_step`, which moves the target by ``momentum``. The EMA
-    target is per-client memory (``target_sources``); ``local_modules``: the predictor (paper B's
-    "keep local knowledge" choice). ``stop_gradient=False`` differentiates the target branch: with
-    an EMA target its parameters become trainable (the optimiser steps them, then the EMA pulls
-    them toward the online network); without one the gradient flows into the online network
-    through both branches.
+class BYOL(SiameseMethod):
+    """BYOL: online encoder + projector + predictor against an EMA target encoder + projector
+    (:class:`~dssl.methods.siamese.SiameseMethod`; the engine's ``after_optimizer_step`` moves the
+    target by ``momentum``). ``stop_gradient=False`` differentiates the target branch: with an EMA
+    target its parameters become trainable (the optimiser steps them, then the EMA pulls them toward
+    the online network); without one the gradient flows into the online network through both branches.
     """
 
     name = "byol"
-    local_modules = ("predictor",)
-    target_sources = {"target_encoder": "encoder", "target_projector": "projector"}
 
     def __init__(
         self,
@@ -101,45 +90,22 @@ class BYOL(SSLMethod):
         proj_hidden_dim = proj_hidden_dim or 8 * dim
         proj_output_dim = proj_output_dim or 4 * dim
         pred_hidden_dim = pred_hidden_dim or proj_hidden_dim
+        hparams = dict(
+            proj_hidden_dim=proj_hidden_dim,
+            proj_output_dim=proj_output_dim,
+            pred_hidden_dim=pred_hidden_dim,
+            momentum=momentum,
+            crop_min_scale=crop_min_scale,
+            predictor=bool(predictor),
+            stop_gradient=bool(stop_gradient),
+            ema_target=bool(ema_target),
+            flip_p=flip_p,
+        )
         super().__init__(
             encoder,
-            dict(
-                proj_hidden_dim=proj_hidden_dim,
-                proj_output_dim=proj_output_dim,
-                pred_hidden_dim=pred_hidden_dim,
-                momentum=momentum,
-                crop_min_scale=crop_min_scale,
-                predictor=bool(predictor),
-                stop_gradient=bool(stop_gradient),
-                ema_target=bool(ema_target),
-                flip_p=flip_p,
-            ),
+            hparams,
+            projector=BYOLProjectionHead(dim, proj_hidden_dim, proj_output_dim),
+            predictor=BYOLPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim) if predictor else None,
+            criterion=BYOLLoss(stop_gradient),
+            transform=BYOLTransform(image_size, crop_min_scale, flip_p),
         )
-        self.momentum = momentum
-        self.stop_gradient = bool(stop_gradient)
-        self.projector = BYOLProjectionHead(dim, proj_hidden_dim, proj_output_dim)
-        self.predictor = (BYOLPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
-                          if predictor else None)
-        self.target_encoder, self.target_projector = make_ema_target(
-            encoder, self.projector, ema_target, trainable=not stop_gradient)
-        self.criterion = BYOLLoss(stop_gradient)
-        self.transform = BYOLTransform(image_size, crop_min_scale, flip_p)
-
-    def compute_loss(
-        self, images: torch.Tensor, generator: torch.Generator | None = None
-    ) -> LossOutput:
-        x1, x2 = self.transform(images, generator), self.transform(images, generator)
-        f1, f2 = self.encoder(x1), self.encoder(x2)
-        z1, z2 = self.projector(f1), self.projector(f2)
-        p1, p2 = (self.predictor(z1), self.predictor(z2)) if self.predictor is not None else (z1, z2)
-        t1, t2 = target_outputs(self, x1, x2, z1, z2)
-        return LossOutput({"loss": self.criterion(p1, p2, t1, t2)}, representation=f1)
-
-    def update_target(self, momentum: float) -> None:
-        """target <- momentum * target + (1 - momentum) * online (encoder and projector)."""
-        if self.target_encoder is not None:
-            ema_update(self.target_encoder, self.encoder, momentum)
-            ema_update(self.target_projector, self.projector, momentum)
-
-    def after_optimizer_step(self) -> None:
-        self.update_target(self.momentum)

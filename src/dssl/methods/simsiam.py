@@ -16,15 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from dssl.methods.augment import ViewTransform
-from dssl.methods.base import (
-    LossOutput,
-    SSLMethod,
-    ema_update,
-    make_ema_target,
-    register_method,
-    target_outputs,
-)
+from dssl.methods.base import register_method
 from dssl.methods.heads import mlp_layers
+from dssl.methods.siamese import SiameseMethod
 
 
 class SimSiamProjectionHead(nn.Sequential):
@@ -89,17 +83,14 @@ def output_std(z: torch.Tensor) -> torch.Tensor:
 
 
 @register_method
-class SimSiam(SSLMethod):
-    """SimSiam: encoder + projector f, predictor h; loss on two views with stop-gradient.
-
-    ``local_modules``: the predictor, which FedU keeps local when the divergence is large (paper B).
-    With ``ema_target`` the target branch is an EMA of the encoder + projector (per-client memory,
-    ``target_sources``), moved by ``momentum`` after every optimiser step.
+class SimSiam(SiameseMethod):
+    """SimSiam: encoder + projector f, predictor h; loss on two views with stop-gradient
+    (:class:`~dssl.methods.siamese.SiameseMethod`). With ``ema_target`` the target branch is an EMA
+    of the encoder + projector, moved by ``momentum`` after every optimiser step. Logs
+    ``output_std`` beside the loss (SimSiam's collapse diagnostic).
     """
 
     name = "simsiam"
-    local_modules = ("predictor",)
-    target_sources = {"target_encoder": "encoder", "target_projector": "projector"}
 
     def __init__(
         self,
@@ -122,43 +113,25 @@ class SimSiam(SSLMethod):
         proj_hidden_dim = proj_hidden_dim or dim // 2
         proj_output_dim = proj_output_dim or dim
         pred_hidden_dim = pred_hidden_dim or proj_output_dim
+        hparams = dict(
+            proj_hidden_dim=proj_hidden_dim,
+            proj_output_dim=proj_output_dim,
+            pred_hidden_dim=pred_hidden_dim,
+            stop_gradient=stop_gradient,
+            crop_min_scale=crop_min_scale,
+            predictor=bool(predictor),
+            ema_target=bool(ema_target),
+            momentum=momentum,
+            flip_p=flip_p,
+        )
         super().__init__(
             encoder,
-            dict(
-                proj_hidden_dim=proj_hidden_dim,
-                proj_output_dim=proj_output_dim,
-                pred_hidden_dim=pred_hidden_dim,
-                stop_gradient=stop_gradient,
-                crop_min_scale=crop_min_scale,
-                predictor=bool(predictor),
-                ema_target=bool(ema_target),
-                momentum=momentum,
-                flip_p=flip_p,
-            ),
+            hparams,
+            projector=SimSiamProjectionHead(dim, proj_hidden_dim, proj_output_dim),
+            predictor=SimSiamPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim) if predictor else None,
+            criterion=NegativeCosineLoss(stop_gradient),
+            transform=SimSiamTransform(image_size, crop_min_scale, flip_p),
         )
-        self.momentum = momentum
-        self.stop_gradient = bool(stop_gradient)
-        self.projector = SimSiamProjectionHead(dim, proj_hidden_dim, proj_output_dim)
-        self.predictor = (SimSiamPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim)
-                          if predictor else None)
-        self.target_encoder, self.target_projector = make_ema_target(
-            encoder, self.projector, ema_target, trainable=not stop_gradient)
-        self.criterion = NegativeCosineLoss(stop_gradient)
-        self.transform = SimSiamTransform(image_size, crop_min_scale, flip_p)
 
-    def compute_loss(
-        self, images: torch.Tensor, generator: torch.Generator | None = None
-    ) -> LossOutput:
-        x1, x2 = self.transform(images, generator), self.transform(images, generator)
-        # Views go through the network separately so BN statistics are per view, as in SimSiam.
-        f1, f2 = self.encoder(x1), self.encoder(x2)
-        z1, z2 = self.projector(f1), self.projector(f2)
-        p1, p2 = (self.predictor(z1), self.predictor(z2)) if self.predictor is not None else (z1, z2)
-        t1, t2 = target_outputs(self, x1, x2, z1, z2)
-        loss = self.criterion(p1, p2, t1, t2)
-        return LossOutput({"loss": loss, "output_std": output_std(z1)}, representation=f1)
-
-    def after_optimizer_step(self) -> None:
-        if self.target_encoder is not None:
-            ema_update(self.target_encoder, self.encoder, self.momentum)
-            ema_update(self.target_projector, self.projector, self.momentum)
+    def diagnostics(self, z1: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"output_std": output_std(z1)}
