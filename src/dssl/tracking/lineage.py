@@ -44,9 +44,10 @@ def cpu_model() -> str:
 
 
 def hardware() -> dict[str, str]:
-    """What the numbers' bits depend on besides code, params and data: the CPU, the instruction set
-    torch's kernels use (AVX2 and AVX512 kernels round differently, so the same seed trains to other
-    weights on another CPU), torch's version and the accelerator. Torch facts only when torch is loaded."""
+    """What the numbers' bits depend on besides code, params and data: the CPU and the instruction set
+    torch's kernels use (MKL, oneDNN and torch choose their kernels per CPU, by instruction set and by
+    vendor: an Intel Xeon and an AMD EPYC, both AVX512, train the same seed to other weights), torch's
+    version and the accelerator. Torch facts only when torch is loaded."""
     facts = {"hardware.cpu": cpu_model()}
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -34,7 +34,8 @@ def hardware_sentence(labels: pd.Series) -> str:
     listed = "; ".join(f"{label} ({count} file{'s' * (count != 1)})" for label, count in counts.items())
     if len(counts) == 1:
         return (f"Evaluated on {counts.index[0]}; each run's MLflow tags hold the hardware of its stage. The same "
-                "seeds give other bits on a CPU whose kernels round differently (another instruction set).")
+                "seeds give other bits on another kind of CPU: MKL, oneDNN and torch pick their kernels per CPU "
+                "(an Intel Xeon and an AMD EPYC, both AVX512, were measured to differ).")
     return (f"**The results come from {len(counts)} machines**: {listed}. Runs on CPUs whose kernels round "
             "differently are not bit-identical, so differences between such cells include the hardware's.")
 
