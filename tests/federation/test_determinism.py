@@ -1,4 +1,4 @@
-"""Deterministic mode without torch's NaN fill of new memory still gives the same bits.
+"""Deterministic mode without torch's NaN fill of new memory still gives the same bits; the global RNG seeded per client.
 
 ``configure_determinism`` switches ``torch.utils.deterministic.fill_uninitialized_memory`` off for
 speed; that is only sound if no op of any strategy reads memory it never wrote. Such an op would read
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import dssl.federation.simulator as simulator_module
-from dssl.federation.reproducibility import configure_determinism
+from dssl.federation.reproducibility import configure_determinism, seed_global_rng
 
 from strategy_cases import CASES, TIMINGS, assert_same, build
 
@@ -48,3 +48,12 @@ def test_every_strategy_trains_to_the_same_bits_with_and_without_the_fill(case, 
     assert_same(without_fill.global_states, filled.global_states, "global_states")
     for a, b in zip(without_fill.metrics, filled.metrics):
         assert_same({k: v for k, v in a.items() if k not in TIMINGS}, {k: v for k, v in b.items() if k not in TIMINGS})
+
+
+def test_seed_global_rng_gives_the_cpu_generator_the_state_torch_manual_seed_gives():
+    with torch.random.fork_rng(devices=[]):
+        seed_global_rng(2**62 + 12345, torch.device("cpu"))
+        ours = torch.get_rng_state()
+        torch.rand(7)  # move the generator on, so that equality below is the seed's doing
+        torch.manual_seed(2**62 + 12345)
+        assert torch.equal(ours, torch.get_rng_state())

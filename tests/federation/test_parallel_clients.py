@@ -41,6 +41,26 @@ def test_two_workers_give_the_same_bits_as_one_process(case):
     assert not multiprocessing.active_children()  # the workers are gone after the run
 
 
+@pytest.mark.parametrize("framework_case", [0, 1], ids=["fl", "decl"])
+def test_a_client_draws_the_same_global_randomness_in_a_worker_as_in_series(framework_case):
+    """Dropout and drop-path draw from torch's global RNG, which is seeded per client and round: a
+    client's draws depend neither on the process that trains it nor on the clients trained before."""
+    def with_global_draws(simulator):
+        original = simulator.strategy.client_loss
+
+        def client_loss(method, images, ctx):
+            return {**original(method, images, ctx), "global_draw": torch.rand(())}
+
+        simulator.strategy.client_loss = client_loss
+        return simulator
+
+    serial = with_global_draws(build(CASES[framework_case])).run()
+    parallel = with_global_draws(build(CASES[framework_case], client_workers=2)).run()
+    draws = [[m["global_draw"] for m in result.metrics] for result in (serial, parallel)]
+    assert draws[0] == draws[1]
+    assert len(set(draws[0])) == len(draws[0])  # a fresh draw every round
+
+
 def fail_in_round(simulator, round_index: int, fail) -> None:
     """Make the run's client loss call ``fail()`` (which raises, or kills its process) in round ``round_index``."""
     original = simulator.strategy.client_loss

@@ -56,6 +56,7 @@ from dssl.federation.reproducibility import (
     derive_seed,
     global_rng_state,
     set_global_rng_state,
+    seed_global_rng,
     torch_generator,
 )
 from dssl.federation.state import StackedStates, StateDict, load_state_, snapshot, state_digest
@@ -356,7 +357,7 @@ class Simulator:
         reset_optimizer(self.optimizer, round_lr(self.config.optimizer, self.config.batch_size,
                                                  round_index, self.config.rounds))
         # Randomness outside the method's generator (dropout, drop-path) draws from the global RNG.
-        torch.manual_seed(derive_seed(seed, round_index, client_id, Stream.GLOBAL))
+        seed_global_rng(derive_seed(seed, round_index, client_id, Stream.GLOBAL), self.device)
         began = time.perf_counter()
         result = train_client(
             self.method, self.optimizer, data,
