@@ -285,6 +285,7 @@ def compare(sides: dict[str, dict[str, Any]], workers: int) -> dict[str, float]:
     round_ours, round_serial, round_flower = steady(ours), steady(serial), steady(flower)
     return {"ours": round_ours, "serial": round_serial, "flower": round_flower, "floor": floor,
             "whole_floor": whole_floor, "ours_above": round_ours - floor, "flower_above": round_flower - floor,
+            "ours_above_whole": round_ours - whole_floor,
             "ratio": round_flower / round_ours, "serial_ratio": round_flower / round_serial,
             "bound": round_flower / floor, "whole_bound": round_flower / whole_floor,
             "end_to_end": end_to_end(flower) / end_to_end(ours)}
@@ -339,18 +340,18 @@ def main() -> None:
         for name, result in sides.items():
             print("  " + summary(name, result), flush=True)
     column = {key: [f[key] for f in figures] for key in figures[0]}
-    print(f"steady round (median [range] over repeats): ours {spread(column['ours'], ' s')}, "
-          f"in series {spread(column['serial'], ' s')}, Flower {spread(column['flower'], ' s')}, "
-          f"compute floor {spread(column['floor'], ' s')} (a round's local training spread evenly over "
+    print(f"steady round (median [range] over repeats): ours {spread(column['ours'], ' s', 3)}, "
+          f"in series {spread(column['serial'], ' s', 3)}, Flower {spread(column['flower'], ' s', 3)}, "
+          f"compute floor {spread(column['floor'], ' s', 3)} (a round's local training spread evenly over "
           f"{workers} worker(s))")
-    print(f"above the floor (each framework's own time per round): ours {spread(column['ours_above'], ' s')}, "
-          f"Flower {spread(column['flower_above'], ' s')}")
+    print(f"above the floor (each framework's own time per round): ours {spread(column['ours_above'], ' s', 3)}, "
+          f"Flower {spread(column['flower_above'], ' s', 3)}")
     print(f"bound: with no time of its own above the floor, ours would be {spread(column['bound'], 'x')} faster "
           "per steady round at this setting; the ratio cannot exceed that")
     print(f"whole clients: each client's local training runs in one worker, so the busiest of {workers} worker(s) "
           f"trains {math.ceil(PER_ROUND / workers)} of the {PER_ROUND} clients: floor "
-          f"{spread(column['whole_floor'], ' s')}, bound {spread(column['whole_bound'], 'x')} (what a framework "
-          "with no time of its own would reach)")
+          f"{spread(column['whole_floor'], ' s', 3)}, ours {spread(column['ours_above_whole'], ' s', 3)} above it; "
+          f"bound {spread(column['whole_bound'], 'x')} (what a framework with no time of its own would reach)")
     print(f"reference: the clients in series (a plain in-process loop) are {spread(column['serial_ratio'], 'x')} "
           f"faster than Flower per steady round (the target's reference setting: {REFERENCE_LOOP_SPEEDUP}x)")
     print(f"end-to-end (start-up included): Flower / ours = {spread(column['end_to_end'], 'x')}")

@@ -82,4 +82,5 @@ def test_vs_flower_compares_steady_rounds_against_the_compute_floor():
     # whole clients: 0.16 / 5 clients = 0.032 each; the busier of 2 workers trains 3 of the 5
     assert figures["whole_floor"] == pytest.approx(0.096)
     assert figures["whole_bound"] == pytest.approx(0.4 / 0.096)
+    assert figures["ours_above_whole"] == pytest.approx(0.1 - 0.096)
     assert figures["end_to_end"] == pytest.approx(12.0 / (1.0 + 0.82))
