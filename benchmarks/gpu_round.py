@@ -18,8 +18,9 @@ picks kernels, allocators grow) and then ``--rounds`` timed rounds; it prints
 
 Default device: cuda when available (paper scale: ``--size 224 --batch 128 --steps 3``); otherwise
 CPU at a reduced size (``--size 64 --batch 16 --steps 2``). Aimed at about three minutes, a full
-CPU run measured 7-11 minutes on a shared 2-core machine (six processes, each with ~5 s of imports,
-a slow first round while oneDNN warms up, and 10-90 s of compilation for ``compile``); for a quick
+CPU run measured 7-11 minutes on a shared 2-core machine (one process per model and option, each
+with ~5 s of imports, a slow first round while oneDNN warms up, and 10-90 s of compilation for
+``compile``) and 4.5 minutes on a quiet 2-core AMD EPYC with bf16 instructions (all ten processes); for a quick
 check pass ``--models resnet18_imagenet --options plain,compile``. Tiny-ViT uses patch
 14 where the size allows it (16 x 16 tokens at 224 px) and otherwise patch size // 8 (8 x 8 tokens at
 64 px). On a CPU without bf16 instructions (oneDNN reports no bf16 support: no AVX512-BF16 / AMX)
