@@ -30,7 +30,7 @@ def test_every_section_figure_is_drawn_and_names_profile_protocol_and_seeds(repo
                           "fig3.png"}
     for name, note in notes.items():
         assert note.startswith("profile embedded"), name
-        assert "seeds 0, 1, 2" in note or (name == "fig3.png" and "seeds 0" in note), (name, note)
+        assert "seeds 0, 1, 2" in note or (name == "fig3.png" and "seed 0 (of the pretraining)" in note), (name, note)
     assert "finetune on digits" in notes["table1.png"] and "finetune on digits" in notes["table8.png"]
     for path in (reports / "figures" / "report").glob("*.png"):
         width, height = Image.open(path).size

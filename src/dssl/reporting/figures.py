@@ -36,7 +36,8 @@ DPI = 110
 
 def footer(profile: str, seeds: Sequence[int], scored: str | None = None) -> str:
     """"profile embedded · linear_probe_10pct on digits · seeds 0, 1, 2": what a figure's numbers are."""
-    parts = [f"profile {profile}", scored, f"seeds {', '.join(str(s) for s in seeds)}" if seeds else None]
+    label = "seed" if len(seeds) == 1 else "seeds"
+    parts = [f"profile {profile}", scored, f"{label} {', '.join(str(s) for s in seeds)}" if seeds else None]
     return " · ".join(p for p in parts if p)
 
 
@@ -57,9 +58,11 @@ def verdict_colours() -> dict[str, tuple]:
 
 
 @contextmanager
-def figure(path: Path | str, size: tuple[float, float], note: str, **subplots) -> Iterator[tuple]:
+def figure(path: Path | str, size: tuple[float, float], note: str, legend_rows: float = 0.0,
+           **subplots) -> Iterator[tuple]:
     """A seaborn-styled figure saved to ``path`` as PNG with ``note`` as its footer and as the file's
-    ``Description`` (no timestamp in the file, so the same data draw the same bytes)."""
+    ``Description`` (no timestamp in the file, so the same data draw the same bytes); ``legend_rows``
+    lines of a figure legend fit above the footer."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -70,7 +73,8 @@ def figure(path: Path | str, size: tuple[float, float], note: str, **subplots) -
         fig, axes = plt.subplots(figsize=size, dpi=DPI, **subplots)
         try:
             yield fig, axes
-            fig.tight_layout(rect=(0, 0.045 * 4.0 / max(size[1], 4.0), 1, 1))
+            footer_in = 0.18 + 0.22 * legend_rows
+            fig.tight_layout(rect=(0, footer_in / size[1], 1, 1))
             fig.text(0.01, 0.005, note, fontsize=7, color="0.35", ha="left", va="bottom")
             fig.savefig(Path(path), format="png", dpi=DPI, metadata={"Software": None, "Description": note})
         finally:
@@ -269,9 +273,10 @@ def alpha_lines(points: pd.DataFrame, out_png: Path | str, title: str, y_label: 
     rows = list(dict.fromkeys(points["row"]))
     colours = dict(zip(rows, sns.color_palette("colorblind", len(rows))))
     with figure(out_png, (5.8, 4.2), note) as (fig, ax):
-        for row, marker in zip(rows, "osD^v"):
+        for i, (row, marker) in enumerate(zip(rows, "osD^v")):
             line = points[points["row"] == row].sort_values("alpha", ascending=False)
-            ax.errorbar(line["alpha"], line["mean"], yerr=line["ci"].fillna(0.0), marker=marker, capsize=3,
+            dodge = 10 ** ((i - (len(rows) - 1) / 2) * 0.04)   # side by side, so both intervals show
+            ax.errorbar(line["alpha"] * dodge, line["mean"], yerr=line["ci"].fillna(0.0), marker=marker, capsize=3,
                         label=row, color=colours[row])
         ax.set_xscale("log")
         ticks = sorted(set(points["alpha"]), reverse=True)
@@ -340,7 +345,7 @@ def feature_grid(embeddings: pd.DataFrame, out_png: Path | str, title: str, note
     columns = list(dict.fromkeys(embeddings["column"]))
     classes = sorted(set(embeddings["label"]))
     colours = dict(zip(classes, sns.color_palette("tab10" if len(classes) <= 10 else "husl", len(classes))))
-    with figure(out_png, (2.6 * len(columns) + 0.8, 2.5 * len(rows) + 0.9), note, nrows=len(rows),
+    with figure(out_png, (2.6 * len(columns) + 0.8, 2.5 * len(rows) + 1.1), note, legend_rows=1.5, nrows=len(rows),
                 ncols=len(columns), squeeze=False) as (fig, axes):
         for i, row in enumerate(rows):
             for j, column in enumerate(columns):
@@ -354,7 +359,7 @@ def feature_grid(embeddings: pd.DataFrame, out_png: Path | str, title: str, note
                 if j == 0:
                     ax.set_ylabel(str(row), fontsize=9)
         handles = [_legend_dot(colours[c], str(c)) for c in classes]
-        fig.legend(handles=handles, loc="upper right", fontsize=6.5, ncol=min(len(classes), 10), frameon=False,
-                   title="class", title_fontsize=7)
+        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.03), fontsize=7,
+                   ncol=min(len(classes), 10), frameon=False, title="class", title_fontsize=7)
         fig.suptitle(wrap(title, 2.6 * len(columns) + 0.6, 10), fontsize=10, x=0.01, ha="left")
     return Path(out_png)

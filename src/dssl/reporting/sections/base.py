@@ -101,6 +101,18 @@ class ReportSection:
         return SectionOutput(self.name, f"{heading}\n\n{body}", findings, self.csv(data), self.figures(data, ctx))
 
 
+def model_strategy_columns(columns: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Column label -> (model, strategy) from params' ``"<model>:<strategy>"`` (an FL cell on the section's
+    partition); raises ValueError naming a malformed or missing column."""
+    if not columns:
+        raise ValueError("columns (label -> '<model>:<strategy>') must be non-empty")
+    parsed = {label: tuple(str(spec).split(":", 1)) for label, spec in columns.items()}
+    bad = [label for label, spec in parsed.items() if len(spec) != 2 or not all(spec)]
+    if bad:
+        raise ValueError(f"columns {bad} must read '<model>:<strategy>'")
+    return parsed  # type: ignore[return-value]
+
+
 SECTIONS: Registry[type[ReportSection]] = Registry("report section")
 
 

@@ -17,7 +17,9 @@ import pandas as pd
 
 from dssl.artifacts import ArtifactError, read_json
 from dssl.reporting.claims import Finding
-from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import (
+    FIGURES, ReportContext, ReportSection, model_strategy_columns, register_section,
+)
 from dssl.reporting.tables import markdown_table
 
 EMBEDDING_COLUMNS = ("model", "index", "label", "x", "y")
@@ -31,12 +33,7 @@ class Fig3(ReportSection):
     title = "Fig. 3: feature spaces of local and global models"
 
     def __init__(self, columns: Mapping[str, str], partition: str = "fl-label") -> None:
-        if not columns:
-            raise ValueError("columns (label -> '<model>:<strategy>') must be non-empty")
-        self.columns = {label: tuple(str(spec).split(":", 1)) for label, spec in columns.items()}
-        bad = [label for label, spec in self.columns.items() if len(spec) != 2 or not all(spec)]
-        if bad:
-            raise ValueError(f"columns {bad} must read '<model>:<strategy>'")
+        self.columns = model_strategy_columns(columns)
         self.partition = partition
 
     def _folder(self, ctx: ReportContext, label: str) -> Path | None:
@@ -86,7 +83,7 @@ class Fig3(ReportSection):
         first = next(iter(self._records.values()))
         title = (f"Fig. 3: test features (PCA 20, t-SNE 2-D) of stand-alone clients and the FL global model, "
                  f"{self.partition}")
-        note = footer(ctx.profile, [first["seed"]], f"test split of {first['dataset']}") + " (the models' seed)"
+        note = footer(ctx.profile, [first["seed"]], f"test split of {first['dataset']}") + " (of the pretraining)"
         return {"fig3.png": lambda path: feature_grid(data, path, title, note)}
 
     def csv(self, data: pd.DataFrame) -> None:  # type: ignore[override]

@@ -18,7 +18,7 @@ from typing import Mapping
 import pandas as pd
 
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate
-from dssl.reporting.sections.base import ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import ReportContext, ReportSection, model_strategy_columns, register_section
 from dssl.reporting.stats import paired_difference, seed_interval, verdict
 from dssl.reporting.tables import markdown_table
 
@@ -35,12 +35,7 @@ class Table5(ReportSection):
 
     def __init__(self, columns: Mapping[str, str], partition: str = "fl-label",
                  closer: Mapping[str, str] | None = None, protocol: str = "finetune") -> None:
-        if not columns:
-            raise ValueError("columns (label -> '<model>:<strategy>') must be non-empty")
-        self.columns = {label: tuple(str(spec).split(":", 1)) for label, spec in columns.items()}
-        bad = [label for label, spec in self.columns.items() if len(spec) != 2 or not all(spec)]
-        if bad:
-            raise ValueError(f"columns {bad} must read '<model>:<strategy>'")
+        self.columns = model_strategy_columns(columns)
         self.closer = dict(closer or {})
         unknown = sorted({*self.closer, *self.closer.values()} - set(self.columns))
         if unknown:
