@@ -58,11 +58,12 @@ def verdict_colours() -> dict[str, tuple]:
 
 
 @contextmanager
-def figure(path: Path | str, size: tuple[float, float], note: str, legend_rows: float = 0.0,
+def figure(path: Path | str, size: tuple[float, float], note: str, legend_rows: float = 0.0, right: float = 1.0,
            **subplots) -> Iterator[tuple]:
     """A seaborn-styled figure saved to ``path`` as PNG with ``note`` as its footer and as the file's
     ``Description`` (no timestamp in the file, so the same data draw the same bytes); ``legend_rows``
-    lines of a figure legend fit above the footer."""
+    lines of a figure legend fit above the footer; the axes keep left of ``right`` (a fraction of the
+    width), leaving the rest to text drawn outside them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,7 +75,7 @@ def figure(path: Path | str, size: tuple[float, float], note: str, legend_rows: 
         try:
             yield fig, axes
             footer_in = 0.18 + 0.22 * legend_rows
-            fig.tight_layout(rect=(0, footer_in / size[1], 1, 1))
+            fig.tight_layout(rect=(0, footer_in / size[1], right, 1))
             fig.text(0.01, 0.005, note, fontsize=7, color="0.35", ha="left", va="bottom")
             fig.savefig(Path(path), format="png", dpi=DPI, metadata={"Software": None, "Description": note})
         finally:
@@ -88,20 +89,22 @@ FOREST_COLUMNS = ["group", "label", "verdict", "difference", "low", "high", "rea
 
 def forest(rows: pd.DataFrame, path: Path | str, title: str, x_label: str, note: str) -> Path:
     """A forest plot: per row (``FOREST_COLUMNS``) the difference with its interval, coloured by verdict,
-    rows grouped under their ``group`` heading; a row without a difference (untestable) is marked at 0
-    with its ``reason``. A vertical line at 0 separates the two sides; rows of another ``unit`` than the
-    first get a panel of their own (``x_label`` names the unit: "{unit}")."""
+    rows grouped under their ``group`` heading, and right of the plot a column of text: the difference with
+    its interval and verdict, or for a row without one (untestable) its ``reason`` (the row is marked at 0).
+    A line at 0 separates the two sides; rows of another ``unit`` than the first get a panel of their own
+    (``x_label`` names the unit: "{unit}")."""
     units = list(dict.fromkeys(rows["unit"]))
     layouts = [_forest_layout(rows[rows["unit"] == unit]) for unit in units]
     colours = verdict_colours()
     sizes = [len(layout) for layout in layouts]
-    with figure(path, (10.0, 1.1 + 0.2 * sum(sizes) + 0.5 * (len(units) - 1)), note, nrows=len(units), squeeze=False,
+    height = 1.3 + 0.2 * sum(sizes) + 0.55 * len(units)
+    with figure(path, (11.0, height), note, right=TEXT_COLUMN, nrows=len(units), squeeze=False,
                 gridspec_kw={"height_ratios": sizes}) as (fig, axes):
         for ax, layout, unit in zip(axes[:, 0], layouts, units):
             _forest_panel(ax, layout, colours)
-            ax.set_xlabel(x_label.format(unit=unit))
+            ax.set_xlabel(wrap(x_label.format(unit=unit), 4.5, 8), fontsize=8)
         top = axes[0][0]
-        top.set_title(wrap(title, 8.0), fontsize=9.5, loc="left", pad=22)
+        top.set_title(wrap(title, 6.0), fontsize=9.5, loc="left", pad=22)
         counts = rows["verdict"].value_counts()
         handles = [_legend_dot(colours[v], f"{v} ({int(counts.get(v, 0))})") for v in VERDICT_ORDER if v in counts]
         top.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=len(handles), fontsize=7,
@@ -111,34 +114,51 @@ def forest(rows: pd.DataFrame, path: Path | str, title: str, x_label: str, note:
 
 def _forest_panel(ax, layout: list[dict], colours: dict) -> None:
     ys = np.arange(len(layout))[::-1]
+    beside = ("axes fraction", "data")   # the text column: right of the plot, on the row's line
     for y, item in zip(ys, layout):
-        if item["kind"] == "group":
-            ax.text(0.003, y, item["text"], transform=ax.get_yaxis_transform(), ha="left", va="center",
-                    fontsize=7.5, fontweight="bold")
+        if item["kind"] == "group":   # a heading over the plot and the text column
+            heading = ax.text(0.0, y, _cut(item["text"], HEADING_CHARS), transform=ax.get_yaxis_transform(),
+                              ha="left", va="center", fontsize=7.5, fontweight="bold", clip_on=False)
+            heading.set_in_layout(False)
             continue
         row = item["row"]
         colour = colours.get(row["verdict"], (0.2, 0.2, 0.2))
         if _finite(row["difference"]):
-            if _finite(row["low"]) and _finite(row["high"]):
+            interval = _finite(row["low"]) and _finite(row["high"])
+            if interval:
                 ax.hlines(y, row["low"], row["high"], color=colour, linewidth=2.0)
             ax.plot(row["difference"], y, "o", color=colour, markersize=4.5)
+            text = (f"{row['difference']:+.2f} [{row['low']:+.2f}, {row['high']:+.2f}]" if interval
+                    else f"{row['difference']:+.2f} (one seed)") + f"  {row['verdict']}"
+            style = {"color": colour, "fontsize": 6.8}
         else:
             ax.plot(0.0, y, "x", color=colour, markersize=5)
-            reason = str(row["reason"])
-            ax.annotate(reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 1] + "…", (0.0, y),
-                        xytext=(6, 0), textcoords="offset points", fontsize=6.5, color="0.35", va="center",
-                        style="italic")
+            text, style = _cut(str(row["reason"]), REASON_CHARS), {"color": "0.35", "fontsize": 6.5, "style": "italic"}
+        note = ax.annotate(text, (1.0, y), xycoords=beside, xytext=(8, 0), textcoords="offset points", va="center",
+                           annotation_clip=False, **style)
+        note.set_in_layout(False)
+    from matplotlib.ticker import MaxNLocator
+
     ax.axvline(0.0, color="0.25", linewidth=0.8)
+    ax.xaxis.set_major_locator(MaxNLocator(5))
     ax.set_xlim(*_span([row[k] for item in layout if item["kind"] == "row" for row in [item["row"]]
                         for k in ("difference", "low", "high")]))
     ax.set_yticks(ys)
-    ax.set_yticklabels(["" if item["kind"] == "group" else item["row"]["label"] for item in layout], fontsize=7)
+    ax.set_yticklabels(["" if item["kind"] == "group" else _cut(str(item["row"]["label"]), LABEL_CHARS)
+                        for item in layout], fontsize=7)
     ax.tick_params(axis="y", length=0)
     ax.grid(axis="y", visible=False)
     ax.set_ylim(-0.8, len(layout) - 0.2)
 
 
-REASON_CHARS = 95   # an untestable row's reason, cut to stay inside the figure
+TEXT_COLUMN = 0.62   # the plot's right edge (fraction of the width); the text column fills the rest
+REASON_CHARS = 80    # an untestable row's reason, cut to fit the text column
+LABEL_CHARS = 58     # a row's label
+HEADING_CHARS = 150  # a group's heading
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars - 1] + "…"
 
 
 def _span(values: list) -> tuple[float, float]:
