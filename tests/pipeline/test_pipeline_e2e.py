@@ -172,7 +172,8 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     edited = yaml.safe_load((dvc_root / "params.yaml").read_text())
     edited["partitions"]["decl-label"]["alpha"] = 0.5
     (dvc_root / "params.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
-    assert dvc_status(dvc_root) == {"partitions"}  # DVC reports the first changed stage
+    # DVC reports the first changed stage, and the report, which prints the partitions' settings
+    assert dvc_status(dvc_root) == {"partitions", "report"}
     before = (dvc_root / "data/partitions/decl-label/partition.json").read_bytes()
     rerun = run(["dvc", "repro"], dvc_root)
     # a stage of a kind file runs as 'pipelines/<kind>/dvc.yaml:<stage>'
