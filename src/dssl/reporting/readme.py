@@ -37,6 +37,7 @@ PAPER_SCALE_NOTE = (
 )
 SUMMARY_TITLE = "## Summary"
 VERDICTS_TITLE = "## Verdicts per claim"
+CONTENTS_TITLE = "## Contents"
 SETTINGS_TITLE = "## Settings"
 CLAIMS_TITLE = "## Claims at a glance"
 PRECONDITION = "pretraining_gain"
@@ -127,7 +128,7 @@ def contents(outputs: list[SectionOutput]) -> str:
 
     headings = [SETTINGS_TITLE, CLAIMS_TITLE, *(out.markdown.split("\n", 1)[0] for out in outputs)]
     names = [h.removeprefix("## ") for h in headings]
-    return "**Contents:** " + " · ".join(f"[{name}](#{slug(name)})" for name in names)
+    return f"{CONTENTS_TITLE}\n\n" + " · ".join(f"[{name}](#{slug(name)})" for name in names)
 
 
 def settings_list(settings: Mapping[str, Any]) -> str:
