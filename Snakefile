@@ -28,8 +28,8 @@ CATALOGUE = Catalogue(config, Path.cwd())
 onstart:
     shell(f"dssl tracking init --params {PARAMS}")
 
-# Light stages run on the head node; training stages are the cluster's jobs.
-workflow.localrules("all", *(kind.name for kind in KINDS if not kind.training))
+# Light stages run on the head node; training, evaluation and prepare are the cluster's jobs.
+workflow.localrules("all", *(kind.name for kind in KINDS if not kind.cluster_job))
 
 rule all:
     input:

@@ -82,8 +82,9 @@ def _expand_output_parents(specs: list[StageSpec]) -> list[StageSpec]:
     return [StageSpec(s.name, s.cmd, tuple(sorted(f for d in s.deps for f in expand(d))), s.outs) for s in specs]
 
 
-def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSpec]:
-    """Every job of the Snakefile's DAG (all outputs forced), in the same canonical form."""
+@contextmanager
+def _snakemake_workflow(root: Path, configfile: Path | None = None) -> Iterator:
+    """The Snakefile's workflow with its whole DAG built (every output forced), as a job would see it."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -106,8 +107,21 @@ def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSp
         workflow = dag_api.workflow_api._workflow  # no public API exposes the jobs of a DAG
         workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
         workflow._build_dag()
+        yield workflow
+
+
+def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSpec]:
+    """Every job of the Snakefile's DAG (all outputs forced), in the same canonical form."""
+    with _snakemake_workflow(root, configfile) as workflow:
         specs = [_job_spec(job) for job in workflow.dag.jobs if job.rule.name != "all"]
     return sorted(specs)
+
+
+def snakemake_local_rules(root: Path, configfile: Path | None = None) -> set[str]:
+    """The rules of the DAG that run where Snakemake runs (the head node) under a cluster executor: the
+    Snakefile's ``localrules`` (``Workflow.is_local`` answers for the executor at hand, local here)."""
+    with _snakemake_workflow(root, configfile) as workflow:
+        return {job.rule.name for job in workflow.dag.jobs if job.rule.name in workflow._localrules}
 
 
 def _job_spec(job) -> StageSpec:
