@@ -34,12 +34,28 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
 def _cmd_dag(args: argparse.Namespace) -> int:
     from dssl.pipeline.validate import load_params_fully
-    from dssl.pipeline.dvcfile import dangling_stages, git_tracked_outputs, is_stale, write_files
-    from dssl.tracking import project_root
+    from dssl.pipeline.dvcfile import (
+        dangling_stages,
+        folder_owner,
+        git_tracked_outputs,
+        is_stale,
+        render_files,
+        write_files,
+    )
+    from dssl.pipeline.layout import project_folder
 
-    root = project_root()
+    root = project_folder()
     params = load_params_fully(args.params)
-    tracked = git_tracked_outputs(params, root)
+    params_file = args.params.resolve()
+    if args.action == "files":
+        print("\n".join(render_files(params, root, params_file)))
+        return 0
+    owner = folder_owner(params, root, params_file)
+    if owner:
+        print(f"{args.params}: its pipeline folder holds the pipeline of {owner} (the same profile, "
+              f"{params.get('profile')!r}); give {args.params} a profile of its own", file=sys.stderr)
+        return 1
+    tracked = git_tracked_outputs(params, root, params_file)
     if tracked:
         print(f"git tracks files inside stage outputs, which DVC refuses to save (after running the stage): "
               f"{', '.join(tracked)}; remove them from git first: git rm --cached {' '.join(tracked)}",
@@ -52,13 +68,13 @@ def _cmd_dag(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     if args.action == "check":
-        if is_stale(params, root):
+        if is_stale(params, root, params_file):
             print(f"the dvc.yaml files are stale for {args.params}: run `dssl dag write --params {args.params}`",
                   file=sys.stderr)
             return 1
         print("dvc.yaml files are up to date")
         return 0
-    written = write_files(params, root)
+    written = write_files(params, root, params_file)
     print(f"wrote {', '.join(written)} from the stage catalogue and {args.params}")
     return 0
 
@@ -116,7 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
         stage.set_defaults(func=_cmd_stage, stage=kind.name)
 
     dag = sub.add_parser("dag", help="the dvc.yaml files from the stage catalogue")
-    dag.add_argument("action", choices=["write", "check"], help="write the dvc.yaml files, or exit 1 if one is stale")
+    dag.add_argument("action", choices=["write", "check", "files"],
+                     help="write the dvc.yaml files, exit 1 if one is stale, or list them (project-relative); "
+                          "a params file other than the project's params.yaml has them in runs/<profile>/")
     dag.add_argument("--params", default="params.yaml", type=Path)
     dag.set_defaults(func=_cmd_dag)
 
@@ -233,10 +251,11 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in KINDS_BY_NAME:
+        from dssl.pipeline.layout import project_folder
         from dssl.pipeline.warm import try_delegate
-        from dssl.tracking import project_root
 
-        status = try_delegate(argv, project_root())
+        # the server runs in the project; a stage may run in a pipeline folder inside it (runs/<profile>/)
+        status = try_delegate(argv, project_folder())
         if status is not None:
             return status
     args = build_parser().parse_args(argv)
