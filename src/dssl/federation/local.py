@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dssl.data.batches import UNIT_RANGE, BufferPool, pool_size, read_batches
+from dssl.data.batches import UNIT_RANGE, BufferPool, DeviceBatches, pool_size, read_batches
 from dssl.training.options import PRECISIONS, StepOptions  # noqa: F401  (the step's vocabulary, re-exported)
 from dssl.training.step import CompileError, LossFn, TrainStep  # noqa: F401
 
@@ -189,22 +189,23 @@ def train_client(
     sums: dict[str, torch.Tensor] = {}
     steps = images = 0
     # On a CPU device the float batch is made in the reader's reused buffers (a fresh 37 MiB batch
-    # per step costs more in page faults than the conversion); on an accelerator uint8 travels and is
-    # converted there (a copy from pageable memory returns once the source is staged, so the buffer
-    # may be reused at once).
+    # per step costs more in page faults than the conversion), read when the step asks for it. On an
+    # accelerator a reader thread gathers uint8 pixels into pinned buffers while the step runs; they
+    # travel without waiting and are converted (and resized) there (``DeviceBatches``).
     on_cpu = device.type == "cpu"
-    pool = BufferPool(pool_size(READ_AHEAD))
+    pool = BufferPool(pool_size(READ_AHEAD)) if on_cpu else None
     for _ in range(epochs):
         order = data.indices[torch.randperm(data.num_samples, generator=shuffle_generator).numpy()]
         batches = [order[start:end] for start, end in bounds]
-        read = read_batches(data.images, batches, normalisation=UNIT_RANGE if on_cpu else None,
-                            workers=READ_AHEAD, pool=pool)
-        for indices, pixels in zip(batches, read):
-            batch = pixels if on_cpu else pixels.to(device, non_blocking=True).float().div_(255.0)
+        if on_cpu:
+            read = read_batches(data.images, batches, normalisation=UNIT_RANGE, workers=READ_AHEAD, pool=pool)
+        else:
+            read = DeviceBatches(data.images, device)(batches)
+        for indices, batch in zip(batches, read):
             if data.augment is not None:
                 batch = data.augment(batch, augment_generator)
             out = step(batch, loss_fn)
-            del pixels, batch  # the pool reuses a buffer once nothing refers to it
+            del batch  # the pool reuses a buffer once nothing refers to it
             _accumulate(sums, out)
             steps += 1
             images += len(indices)
@@ -217,7 +218,7 @@ def load_client_batch(data: ClientData, indices: np.ndarray, generator: torch.Ge
     """Images ``indices`` of a client as its training sees them: [0, 1] floats on ``device``, with the
     client's feature-skew augmentation (drawn from ``generator``). Strategies that look at a client's
     data outside its training steps use it (Orchestra fills its memory with it)."""
-    batch = data.images.get_batch(indices).to(device, non_blocking=True).float().div_(255.0)
+    batch = next(iter(DeviceBatches(data.images, device)([indices])))
     return data.augment(batch, generator) if data.augment is not None else batch
 
 
