@@ -290,43 +290,61 @@ class DeviceBatches:
     a ``ResizedImageSet`` is read at its base's size, see ``stored_form``); ``resize=False``: batches at
     the stored size (a random-resized crop that follows does the resize). ``host_transform(pixels,
     number)``: a per-image uint8 transform done on the host (timm's RandAugment), given the batch's
-    number in the list so that it can seed itself. On the CPU batches are read when asked for (a
-    reader thread would compete with the step for the same cores); on an accelerator a reader thread
-    fills ``DEVICE_READ_AHEAD`` pinned buffers ahead of the step.
+    number in the list so that it can seed itself. ``reader_thread``: gather (and transform) the
+    batches in a background thread, ``DEVICE_READ_AHEAD`` ahead of the step, into pinned buffers on an
+    accelerator (default: on an accelerator only; on the CPU the thread would compete with the step
+    for the same cores).
     """
 
     def __init__(self, images: BatchSource, device, size: int | None = None,
-                 host_transform: HostTransform | None = None, resize: bool = True):
+                 host_transform: HostTransform | None = None, resize: bool = True,
+                 reader_thread: bool | None = None):
         self.source, stored_size = stored_form(images)
         self.size = (size if size is not None else stored_size) if resize else None
         self.device = device
         self.host_transform = host_transform
+        on_cpu = getattr(device, "type", str(device)) == "cpu"
+        self.reader_thread = not on_cpu if reader_thread is None else reader_thread
+        self.pinned = not on_cpu
 
     def _pixels(self, indices: np.ndarray, number: int) -> torch.Tensor:
         pixels = self.source.get_batch(np.asarray(indices, dtype=np.int64))
         return self.host_transform(pixels, number) if self.host_transform is not None else pixels
 
     def __call__(self, batches: Sequence[np.ndarray], first_number: int = 0) -> Iterator[torch.Tensor]:
-        if getattr(self.device, "type", str(self.device)) == "cpu":
+        if not self.reader_thread:
             for number, indices in enumerate(batches, first_number):
                 yield device_float(self._pixels(indices, number), self.device, self.size)
             return
-        yield from self._pinned(batches, first_number)
+        yield from self._read_ahead(batches, first_number)
 
-    def _pinned(self, batches: Sequence[np.ndarray], first_number: int) -> Iterator[torch.Tensor]:
-        import torch
-
-        slots = [_PinnedSlot() for _ in range(DEVICE_READ_AHEAD + 1)]
-        ready: queue.Queue = queue.Queue(maxsize=DEVICE_READ_AHEAD)
+    def _read_ahead(self, batches: Sequence[np.ndarray], first_number: int) -> Iterator[torch.Tensor]:
+        """A reader thread fills free buffers and queues them; a buffer goes back to the free queue only
+        after its copy to the device was issued and an event marks its end, and the reader waits for
+        that event before filling it again."""
+        free: queue.Queue = queue.Queue()
+        for _ in range(DEVICE_READ_AHEAD + 1):
+            free.put(_PinnedSlot(self.pinned))
+        ready: queue.Queue = queue.Queue()
         stop = threading.Event()
-        # Gathered straight into the pinned buffer when no host transform comes between.
+        # Gathered straight into the buffer when no host transform comes between.
         direct = (self.host_transform is None and hasattr(self.source, "image_shape")
                   and _fills_buffers(self.source))
+
+        def take() -> _PinnedSlot | None:
+            while not stop.is_set():
+                try:
+                    return free.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+            return None
 
         def read() -> None:
             try:
                 for number, indices in enumerate(batches, first_number):
-                    slot = slots[(number - first_number) % len(slots)]
+                    slot = take()
+                    if slot is None:
+                        return
                     slot.wait_copied()
                     if direct:
                         pixels = slot.take((len(indices), *self.source.image_shape))
@@ -334,14 +352,7 @@ class DeviceBatches:
                     else:
                         pixels = self._pixels(indices, number)
                         pixels = slot.take(tuple(pixels.shape)).copy_(pixels)
-                    while not stop.is_set():
-                        try:
-                            ready.put((slot, pixels), timeout=0.1)
-                            break
-                        except queue.Full:
-                            continue
-                    if stop.is_set():
-                        return
+                    ready.put((slot, pixels))
                 ready.put(None)
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
                 ready.put(exc)
@@ -354,8 +365,8 @@ class DeviceBatches:
                     raise item
                 slot, pixels = item
                 batch = device_float(pixels, self.device, self.size)
-                slot.copied = torch.cuda.Event()
-                slot.copied.record()
+                slot.mark_copied()
+                free.put(slot)
                 yield batch
         finally:
             stop.set()
@@ -363,20 +374,30 @@ class DeviceBatches:
 
 
 class _PinnedSlot:
-    """One pinned host buffer of uint8 pixels, and the event that marks its last copy as finished."""
+    """One host buffer of uint8 pixels (pinned for an accelerator) and the event that marks the end of
+    its last copy to the device."""
 
-    def __init__(self) -> None:
+    def __init__(self, pinned: bool) -> None:
+        self.pinned = pinned
         self.buffer = None
         self.copied = None
 
     def wait_copied(self) -> None:
         if self.copied is not None:
-            self.copied.synchronize()   # this buffer's copy only, not the device's queue
+            self.copied.synchronize()   # this buffer's copy only, not the device's whole queue
+
+    def mark_copied(self) -> None:
+        """After the copy from this buffer was issued on the current stream (on the CPU it is done)."""
+        if self.pinned:
+            import torch
+
+            self.copied = torch.cuda.Event()
+            self.copied.record()
 
     def take(self, shape: tuple[int, ...]) -> torch.Tensor:
-        """A pinned uint8 tensor of ``shape`` over this slot's buffer (grown when too small)."""
+        """A uint8 tensor of ``shape`` over this slot's buffer (grown when too small)."""
         import torch
 
         if self.buffer is None or tuple(self.buffer.shape[1:]) != tuple(shape[1:]) or len(self.buffer) < shape[0]:
-            self.buffer = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+            self.buffer = torch.empty(shape, dtype=torch.uint8, pin_memory=self.pinned)
         return self.buffer[:shape[0]]

@@ -1,15 +1,16 @@
 """The pieces of MAE's fine-tuning recipe (He et al., 2022, appendix A.2; paper A's code fine-tunes its
 ViTs with it): layer-wise lr decay, stochastic depth, mixup / cutmix with label smoothing, random
-erasing and RandAugment. timm supplies what it has as functions (``param_groups_layer_decay``,
-``mixup_target``, ``rand_augment_transform``, ``DropPath``). Every draw comes from a stream the run
+erasing and RandAugment. timm supplies what it has as functions (``mixup_target``,
+``rand_augment_transform``, ``DropPath``). Every draw comes from a stream the run
 seeds and checkpoints (mixup: a numpy Generator; erasing and drop path: the device's global torch RNG;
 RandAugment: Python's and numpy's global generators, which timm's ops use, seeded per batch right
 before, in the one thread that runs it), so a resumed run repeats them.
 
-- Layer decay: parameter groups by depth (timm's ``param_groups_layer_decay`` with the ViT's
-  ``group_matcher``): patch embedding and class token are layer 0, block i is layer i + 1, the final
-  norm and everything after the encoder (pooling norm, head) is layer depth + 1; layer l's lr is scaled
-  by ``layer_decay ** (depth + 1 - l)``.
+- Layer decay: MAE's rule (its ``param_groups_lrd``, which paper A's code calls): patch embedding,
+  class token and position embedding are layer 0, block i is layer i + 1, everything after the blocks
+  (final norm, pooling norm, head) is layer depth + 1; layer l's lr is scaled by
+  ``layer_decay ** (depth + 1 - l)``. (timm's ``param_groups_layer_decay`` puts the final norm with the
+  last block and scales the last block by 1, one step less decay throughout: not paper A's.)
 - Mixup / cutmix (Zhang et al., 2018; Yun et al., 2019), per batch as timm's ``Mixup(mode="batch")``:
   with probability ``mixup_prob`` the batch is mixed with itself reversed, by cutmix with probability
   ``mixup_switch_prob`` when both are on; lambda ~ Beta(alpha, alpha); cutmix pastes a box of area
@@ -21,7 +22,9 @@ before, in the one thread that runs it), so a resumed run repeats them.
   pixel range the encoders read).
 - RandAugment (Cubuk et al., 2020) as timm's ``rand_augment_transform`` (e.g. ``rand-m9-mstd0.5-inc1``):
   per image, on the host, at the stored resolution (before the random-resized crop; timm's pipeline
-  applies it after the crop, at 224 px), seeded per batch.
+  applies it after the crop, at 224 px), seeded per batch. A magnitude drawn at timm's maximum (10,
+  reachable with ``mstd``) is taken as 9.99: at 10 timm's posterize keeps 0 bits, which Pillow >= 10
+  refuses; every other operation changes by under 0.1 % of its range.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from dssl.evaluation.configs import FineTuneConfig
 ERASE_AREA = (0.02, 1 / 3)
 ERASE_LOG_ASPECT = (math.log(0.3), math.log(1 / 0.3))
 ERASE_TRIES = 10
+RAND_AUGMENT_MAGNITUDE_MAX = 9.99   # timm's is 10, where its posterize asks Pillow for 0 bits
 
 
 def is_vit(encoder: nn.Module) -> bool:
@@ -62,32 +66,30 @@ def param_groups(model: nn.Module, cfg: FineTuneConfig, lr: float) -> Any:
     with layer decay, lr scale (``lr_scale``; each group's ``lr`` is ``lr * lr_scale``)."""
     if cfg.layer_decay == 1 and not cfg.exclude_norm_bias_from_decay:
         return model.parameters()
-    if cfg.layer_decay == 1:
-        groups = _decay_groups(model.named_parameters(), cfg)
-    else:
-        from timm.optim import param_groups_layer_decay
+    depth = len(model.encoder.blocks) if cfg.layer_decay < 1 else 0
+    exempt_names = set(model.encoder.no_weight_decay()) if hasattr(model.encoder, "no_weight_decay") else set()
+    groups: dict[tuple[int, bool], dict] = {}
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        exempt = cfg.exclude_norm_bias_from_decay and (
+            param.ndim <= 1 or name.endswith(".bias") or name.removeprefix("encoder.") in exempt_names)
+        layer = vit_layer(name, depth) if depth else 0
+        scale = cfg.layer_decay ** (depth + 1 - layer) if depth else 1.0
+        group = groups.setdefault((layer, exempt), {"params": [], "weight_decay": 0.0 if exempt else cfg.weight_decay,
+                                                    "lr_scale": scale, "lr": lr * scale})
+        group["params"].append(param)
+    return list(groups.values())
 
-        encoder = model.encoder
-        groups = param_groups_layer_decay(
-            encoder, cfg.weight_decay, layer_decay=cfg.layer_decay,
-            no_weight_decay_list=encoder.no_weight_decay() if cfg.exclude_norm_bias_from_decay else (),
-            weight_decay_exclude_1d=cfg.exclude_norm_bias_from_decay)
-        groups += _decay_groups([(n, p) for n, p in model.named_parameters() if not n.startswith("encoder.")], cfg)
-    for group in groups:
-        group["lr"] = lr * group["lr_scale"]
-    return [group for group in groups if group["params"]]
 
-
-def _decay_groups(named, cfg: FineTuneConfig) -> list[dict]:
-    """Weight decay on every trainable parameter but, with ``exclude_norm_bias_from_decay``, 1-D tensors
-    and biases (the rule of ``federation.local``'s optimizer); lr scale 1."""
-    decay, exempt = [], []
-    for name, param in named:
-        if param.requires_grad:
-            skip = cfg.exclude_norm_bias_from_decay and (param.ndim <= 1 or name.endswith(".bias"))
-            (exempt if skip else decay).append(param)
-    return [{"params": decay, "weight_decay": cfg.weight_decay, "lr_scale": 1.0},
-            {"params": exempt, "weight_decay": 0.0, "lr_scale": 1.0}]
+def vit_layer(name: str, depth: int) -> int:
+    """MAE's layer id of a Classifier parameter: 0 for the stem, i + 1 for block i, depth + 1 after."""
+    inside = name.removeprefix("encoder.")
+    if name.startswith("encoder.") and inside.split(".")[0] in ("cls_token", "pos_embed", "patch_embed"):
+        return 0
+    if name.startswith("encoder.blocks."):
+        return int(inside.split(".")[1]) + 1
+    return depth + 1
 
 
 def set_drop_path(vit: nn.Module, rate: float) -> None:
@@ -179,7 +181,8 @@ class HostRandAugment:
         self.config, self.keys = config, (int(seed), *map(int, keys))
         self._transforms: dict[int, Any] = {}
         self._make = lambda channels: rand_augment_transform(
-            config, {"img_mean": tuple(round(255 * m) for m in IMAGENET_MEAN) if channels == 3 else 128})
+            config, {"img_mean": tuple(round(255 * m) for m in IMAGENET_MEAN) if channels == 3 else 128,
+                     "magnitude_max": RAND_AUGMENT_MAGNITUDE_MAX})
 
     def __call__(self, pixels: torch.Tensor, number: int) -> torch.Tensor:
         from PIL import Image

@@ -21,8 +21,9 @@ import torch
 
 @torch.no_grad()
 def sinkhorn_knopp(similarities: torch.Tensor, temperature: float = 0.04, max_iters: int = 100,
-                   tol: float = 1e-2, check_every: int = 10) -> torch.Tensor:
-    """Equal-size soft assignments [N, K] of N samples to K centroids from their similarities [N, K]."""
+                   tol: float = 1e-2, check_every: int = 10, checks_at_end: bool | None = None) -> torch.Tensor:
+    """Equal-size soft assignments [N, K] of N samples to K centroids from their similarities [N, K].
+    ``checks_at_end``: read the convergence checks once at the end (default: off the CPU; see module)."""
     if similarities.ndim != 2 or min(similarities.shape) < 1:
         raise ValueError(f"similarities must be [samples, centroids], got shape {tuple(similarities.shape)}")
     if temperature <= 0 or max_iters < 1:
@@ -30,7 +31,7 @@ def sinkhorn_knopp(similarities: torch.Tensor, temperature: float = 0.04, max_it
     num_samples, num_centroids = similarities.shape
     probs = torch.softmax(similarities.double() / temperature, dim=1)  # [N, K]
     sample_scale = torch.full((num_samples,), 1.0 / num_samples, dtype=torch.float64, device=probs.device)
-    on_host = probs.device.type == "cpu"
+    on_host = probs.device.type == "cpu" if checks_at_end is None else not checks_at_end
     checks: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []   # (change, sample, centroid scales)
     for iteration in range(max_iters):
         centroid_scale = (1.0 / num_centroids) / (sample_scale @ probs)  # centroid masses -> 1/K
