@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
+EXIT_TRACKING_UNAVAILABLE = 69   # EX_UNAVAILABLE: results written, runs wait for `dssl tracking sync`
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from dssl.pipeline.validate import load_params_fully
@@ -90,6 +91,18 @@ def _cmd_tracking_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tracking_sync(args: argparse.Namespace) -> int:
+    from dssl.tracking import outbox, project_root, sync, tracking_uri
+
+    root = project_root()
+    logged, problems = sync(root)
+    waiting = len(outbox.pending(root))
+    print(f"logged {logged} waiting run(s) to {tracking_uri(root)}; {waiting} still waiting")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return EXIT_TRACKING_UNAVAILABLE if waiting else 0
+
+
 def _cmd_readme_sync(args: argparse.Namespace) -> int:
     from dssl.reporting.readme import sync_readme
     from dssl.tracking import project_root
@@ -156,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=5000)
     serve.add_argument("--workers", type=int, default=2, help="server worker processes")
     serve.set_defaults(func=_cmd_tracking_serve)
+    tracking_sync = tracking_sub.add_parser(
+        "sync", help="log the runs that wait in mlflow-outbox/ (their store was unreachable when the stage "
+                     "ended) and write their run ids into the result files")
+    tracking_sync.set_defaults(func=_cmd_tracking_sync)
 
     warm = sub.add_parser("warm", help="a server that pays the heavy imports once for all stages")
     warm.add_argument("action", choices=["start", "stop", "serve"],
@@ -265,7 +282,22 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, _bad_input_errors()):
             print(f"error: {_with_producer(err, getattr(args, 'params', None))}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        status = _retry_status(err)
+        if status is not None:
+            print(f"error: {err}", file=sys.stderr)
+            return status
         raise
+
+
+def _retry_status(err: Exception) -> int | None:
+    """The exit status of a stage that stopped to be run again: preempted (its checkpoint written), or
+    its tracking store unreachable (its results written)."""
+    preemption, tracking = sys.modules.get("dssl.training.preemption"), sys.modules.get("dssl.tracking.outbox")
+    if preemption is not None and isinstance(err, preemption.Preempted):
+        return preemption.EXIT_PREEMPTED
+    if tracking is not None and isinstance(err, tracking.TrackingUnavailable):
+        return EXIT_TRACKING_UNAVAILABLE
+    return None
 
 
 if __name__ == "__main__":
