@@ -7,6 +7,7 @@
 # that file's pipeline folder, runs/<profile>/, after `dssl dag write --params configs/paper.yaml`
 # rendered its dvc.yaml files there; `dvc commit -f -R runs/<profile>` then records it (docs/cluster.md).
 import os
+import signal
 from pathlib import Path
 
 from dssl.config.checker import ParamsError
@@ -15,6 +16,12 @@ from dssl.pipeline.catalogue import KINDS, Catalogue, wildcard_pattern
 from dssl.pipeline.codedeps import expand_folders
 from dssl.pipeline.dvcfile import Pipeline, folder_owner
 from snakemake.exceptions import WorkflowError
+
+if "SLURM_JOB_ID" in os.environ:
+    # SLURM's --signal=USR1@<seconds> (profiles/slurm) reaches every process of a job step, Snakemake's
+    # own too: Snakemake and the shells it starts ignore it (the ignoring is inherited); the stage
+    # catches it, checkpoints and requeues its job (dssl.training.preemption, dssl.pipeline.requeue).
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 # params.yaml unless --configfile names another file: the two are not merged, the named one replaces it.
 if not workflow.overwrite_configfiles:

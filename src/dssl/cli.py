@@ -27,9 +27,25 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
     kind = KINDS_BY_NAME[args.stage]
     values = [getattr(args, name) for name in kind.args]
+    name = f"{args.stage}{'@' if values else ''}{'-'.join(values)}"
     run = getattr(importlib.import_module(kind.module), kind.function)
-    out = run(*values, args.params)
-    print(f"{args.stage}{'@' if values else ''}{'-'.join(values)}: wrote {out}")
+    if not kind.training:  # no checkpoints: a SIGTERM ends it at once, as any process
+        out = run(*values, args.params)
+    else:
+        from dssl.training import preemption
+
+        # Every training and evaluation kind checkpoints: a scheduler's SIGUSR1 (its time limit is near)
+        # or SIGTERM asks it to stop at its next safe point, checkpoint written, then to be run again.
+        preemption.install()
+        try:
+            out = run(*values, args.params)
+        except preemption.Preempted as stopped:
+            from dssl.pipeline.requeue import requeue_slurm_job
+
+            print(f"{name}: {stopped}", file=sys.stderr, flush=True)
+            print(f"{name}: {requeue_slurm_job()}", file=sys.stderr, flush=True)
+            return preemption.EXIT_PREEMPTED
+    print(f"{name}: wrote {out}")
     return 0
 
 

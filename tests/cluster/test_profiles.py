@@ -3,6 +3,7 @@ GPU, `prepare` is a cluster job on CPUs, and the light stages stay on the head n
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ from dssl.pipeline.dag import snakemake_local_rules
 BIN = Path(sys.executable).parent
 
 
+@functools.cache
 def dry_run_resources(root: Path, profile: str) -> dict[str, list[dict[str, str]]]:
     """Per rule, the resources of each of its jobs as `snakemake -n --profile <profile>` plans them."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -69,3 +71,25 @@ def test_slurm_jobs_request_their_cores_and_prepare_runs_on_cpus(ci_project: Pat
             assert int(resources["runtime"]) >= 600 and int(resources["mem_mb"]) >= 32000, (kind.name, resources)
     (prepare,) = jobs["prepare"]
     assert "gpu" not in prepare and prepare["slurm_partition"] != jobs["pretrain_fl"][0]["slurm_partition"]
+
+
+@pytest.mark.parametrize("profile", ["profiles/slurm", "profiles/slurm-local"])
+def test_slurm_signals_training_jobs_ahead_of_their_limit_and_may_requeue_them(ci_project: Path, profile: str) -> None:
+    import yaml
+
+    assert yaml.safe_load((ci_project / profile / "config.yaml").read_text())["slurm-requeue"] is True
+    for rule, resources in dry_run_resources(ci_project, profile).items():
+        kind = KINDS_BY_NAME.get(rule)
+        for job in resources:
+            lead = re.fullmatch(r"--signal=USR1@(\d+)", job.get("slurm_extra", ""))
+            assert (lead is not None) == bool(kind and kind.training), (rule, job)
+            if lead:  # minutes before the limit: time for a round or a step, well inside the job
+                assert 300 <= int(lead.group(1)) <= int(job["runtime"]) * 60 / 2, (rule, job)
+
+
+def test_a_stage_outside_slurm_is_not_requeued() -> None:
+    from dssl.pipeline.requeue import requeue_slurm_job
+
+    assert requeue_slurm_job({}) == "not a SLURM job: run the same command again to resume"
+    # no such job (or no SLURM here): the job ends with status 75 and Snakemake resubmits it
+    assert requeue_slurm_job({"SLURM_JOB_ID": "999999999"}).startswith("SLURM did not requeue job 999999999 (")

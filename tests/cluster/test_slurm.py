@@ -11,30 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_run import TrackingServer, ci_local_run, clean_env, results, run  # noqa: F401 - ci_local_run: the shared fixture
+from cluster_run import TrackingServer, ci_local_run, clean_env, results, run, slurm  # noqa: F401 - shared fixtures
 from conftest import copy_project
-from services import LocalSlurm, ensure_installed
 
 from dssl.pipeline.catalogue import instances
 from dssl.tracking import stage_runs
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def slurm():
-    reason = ensure_installed()
-    if reason:
-        pytest.skip(reason)
-    cluster = LocalSlurm()
-    try:
-        cluster.start()
-    except FileExistsError as err:
-        pytest.skip(str(err))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_ci_profile_on_slurm_matches_a_local_run(slurm, tmp_path: Path, request) -> None:
