@@ -29,8 +29,9 @@ DATASET_KEYS = {
     "digits": {"test_fraction", "split_seed"},
     # split_seed: the train/test split of the source digits; seed: the photograph crops alone
     "digits_on_photos": {"image_size", "composites_per_digit", "test_fraction", "split_seed", "seed"},
-    "cifar10": {"root"},
-    "cifar100": {"root"},
+    # verify_md5: false reads a CIFAR-format tarball that is not the official release (a subset)
+    "cifar10": {"root", "verify_md5"},
+    "cifar100": {"root", "verify_md5"},
     "mini_imagenet": {"root", "image_size", "test_fraction", "split_seed"},
     "imagenet": {"root", "image_size"},
 }
@@ -72,6 +73,8 @@ def check_datasets(c: Checker) -> None:
             c.number(spec, "image_size", path, integer=True, low=8)
         for key, low in (("composites_per_digit", 1), ("seed", 0)):  # digits_on_photos' own keys
             c.number(spec, key, path, integer=True, low=low, required=False)
+        if "verify_md5" in spec and not isinstance(spec["verify_md5"], bool):
+            c.add(f"{path}.verify_md5", f"must be true or false, got {spec['verify_md5']!r}")
         if DATASET_FACTS[name]["needs_root"]:
             _check_root(c, spec, path, name)
 
