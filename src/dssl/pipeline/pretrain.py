@@ -13,13 +13,15 @@ A SIGTERM or SIGUSR1 stops the stage after the round under way, its checkpoint w
 (``training.preemption``).
 Checkpoints go to ``checkpoints/<stage>/seed-<s>/`` (outside the stage's DVC outputs, which DVC deletes
 before a run), so a killed stage resumes each seed from its last completed round; the final weights
-equal those of an uninterrupted run. The outputs are written only when every seed has completed.
+equal those of an uninterrupted run. The outputs are written only when every seed has completed; then
+the stage's checkpoints are removed (as an evaluation stage removes its own).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -151,6 +153,9 @@ def _run_cell(stage: Stage, cell: Cell, train, tasks: list[Task] | None = None) 
     preemption.install()
     with atomic_dir(out) as tmp:
         results = run_tasks(partial(train, cell, stage.params, tmp), tasks, _torch_device(cell.device))
+    # The outputs hold every seed now: the checkpoints (a DecL cell's are every client's state, ~0.5-1 GB
+    # per seed at paper scale) only aided resumption, and a rerun that changes anything restarts anyway.
+    shutil.rmtree(CHECKPOINTS / cell.stage, ignore_errors=True)
     records = [
         StageRecord(stage.stage_name, cell.read, {**metrics, "worker_peak_rss_mb": rss},
                     artifacts=[out / task.folder / "history.json"],
