@@ -28,10 +28,16 @@ repro: setup
 	dssl warm start --params params.yaml
 	dvc repro; status=$$?; dssl warm stop; exit $$status
 
-snakemake: validate
+# The same with Snakemake, then DVC records what it produced. Another params file runs in its own
+# pipeline folder, runs/<profile>/ (docs/cluster.md), e.g. on a SLURM cluster:
+#   make snakemake PARAMS=configs/paper.yaml SNAKEMAKE_ARGS="--profile profiles/slurm"
+PARAMS ?= params.yaml
+SNAKEMAKE_ARGS ?= --cores all
+snakemake: setup
+	dssl dag write --params $(PARAMS)
 	dssl warm start
-	snakemake --cores all; status=$$?; dssl warm stop; exit $$status
-	dvc commit -f
+	snakemake $(SNAKEMAKE_ARGS) --configfile $(PARAMS); status=$$?; dssl warm stop; exit $$status
+	dvc commit -f $$(dssl dag files --params $(PARAMS))
 
 test: setup
 	pytest -n 2 -q

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
+EXIT_TRACKING_UNAVAILABLE = 69   # EX_UNAVAILABLE: results written, runs wait for `dssl tracking sync`
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from dssl.pipeline.validate import load_params_fully
@@ -26,20 +27,52 @@ def _cmd_stage(args: argparse.Namespace) -> int:
 
     kind = KINDS_BY_NAME[args.stage]
     values = [getattr(args, name) for name in kind.args]
+    name = f"{args.stage}{'@' if values else ''}{'-'.join(values)}"
     run = getattr(importlib.import_module(kind.module), kind.function)
-    out = run(*values, args.params)
-    print(f"{args.stage}{'@' if values else ''}{'-'.join(values)}: wrote {out}")
+    if not kind.training:  # no checkpoints: a SIGTERM ends it at once, as any process
+        out = run(*values, args.params)
+    else:
+        from dssl.training import preemption
+
+        # Every training and evaluation kind checkpoints: a scheduler's SIGUSR1 (its time limit is near)
+        # or SIGTERM asks it to stop at its next safe point, checkpoint written, then to be run again.
+        preemption.install()
+        try:
+            out = run(*values, args.params)
+        except preemption.Preempted as stopped:
+            from dssl.pipeline.requeue import requeue_slurm_job
+
+            print(f"{name}: {stopped}", file=sys.stderr, flush=True)
+            print(f"{name}: {requeue_slurm_job()}", file=sys.stderr, flush=True)
+            return preemption.EXIT_PREEMPTED
+    print(f"{name}: wrote {out}")
     return 0
 
 
 def _cmd_dag(args: argparse.Namespace) -> int:
     from dssl.pipeline.validate import load_params_fully
-    from dssl.pipeline.dvcfile import dangling_stages, git_tracked_outputs, is_stale, write_files
-    from dssl.tracking import project_root
+    from dssl.pipeline.dvcfile import (
+        dangling_stages,
+        folder_owner,
+        git_tracked_outputs,
+        is_stale,
+        render_files,
+        write_files,
+    )
+    from dssl.pipeline.layout import project_folder
 
-    root = project_root()
+    root = project_folder()
     params = load_params_fully(args.params)
-    tracked = git_tracked_outputs(params, root)
+    params_file = args.params.resolve()
+    if args.action == "files":
+        print("\n".join(render_files(params, root, params_file)))
+        return 0
+    owner = folder_owner(params, root, params_file)
+    if owner:
+        print(f"{args.params}: its pipeline folder holds the pipeline of {owner} (the same profile, "
+              f"{params.get('profile')!r}); give {args.params} a profile of its own", file=sys.stderr)
+        return 1
+    tracked = git_tracked_outputs(params, root, params_file)
     if tracked:
         print(f"git tracks files inside stage outputs, which DVC refuses to save (after running the stage): "
               f"{', '.join(tracked)}; remove them from git first: git rm --cached {' '.join(tracked)}",
@@ -52,13 +85,13 @@ def _cmd_dag(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     if args.action == "check":
-        if is_stale(params, root):
+        if is_stale(params, root, params_file):
             print(f"the dvc.yaml files are stale for {args.params}: run `dssl dag write --params {args.params}`",
                   file=sys.stderr)
             return 1
         print("dvc.yaml files are up to date")
         return 0
-    written = write_files(params, root)
+    written = write_files(params, root, params_file)
     print(f"wrote {', '.join(written)} from the stage catalogue and {args.params}")
     return 0
 
@@ -72,6 +105,18 @@ def _cmd_tracking_init(args: argparse.Namespace) -> int:
     experiment = init_store(root, str(params.get("profile", "default")))
     print(f"tracking store {tracking_uri(root)} ready (experiment id {experiment})")
     return 0
+
+
+def _cmd_tracking_sync(args: argparse.Namespace) -> int:
+    from dssl.tracking import outbox, project_root, sync, tracking_uri
+
+    root = project_root()
+    logged, problems = sync(root)
+    waiting = len(outbox.pending(root))
+    print(f"logged {logged} waiting run(s) to {tracking_uri(root)}; {waiting} still waiting")
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    return EXIT_TRACKING_UNAVAILABLE if waiting else 0
 
 
 def _cmd_readme_sync(args: argparse.Namespace) -> int:
@@ -116,7 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
         stage.set_defaults(func=_cmd_stage, stage=kind.name)
 
     dag = sub.add_parser("dag", help="the dvc.yaml files from the stage catalogue")
-    dag.add_argument("action", choices=["write", "check"], help="write the dvc.yaml files, or exit 1 if one is stale")
+    dag.add_argument("action", choices=["write", "check", "files"],
+                     help="write the dvc.yaml files, exit 1 if one is stale, or list them (project-relative); "
+                          "a params file other than the project's params.yaml has them in runs/<profile>/")
     dag.add_argument("--params", default="params.yaml", type=Path)
     dag.set_defaults(func=_cmd_dag)
 
@@ -138,6 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=5000)
     serve.add_argument("--workers", type=int, default=2, help="server worker processes")
     serve.set_defaults(func=_cmd_tracking_serve)
+    tracking_sync = tracking_sub.add_parser(
+        "sync", help="log the runs that wait in mlflow-outbox/ (their store was unreachable when the stage "
+                     "ended) and write their run ids into the result files")
+    tracking_sync.set_defaults(func=_cmd_tracking_sync)
 
     warm = sub.add_parser("warm", help="a server that pays the heavy imports once for all stages")
     warm.add_argument("action", choices=["start", "stop", "serve"],
@@ -233,10 +284,11 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in KINDS_BY_NAME:
+        from dssl.pipeline.layout import project_folder
         from dssl.pipeline.warm import try_delegate
-        from dssl.tracking import project_root
 
-        status = try_delegate(argv, project_root())
+        # the server runs in the project; a stage may run in a pipeline folder inside it (runs/<profile>/)
+        status = try_delegate(argv, project_folder())
         if status is not None:
             return status
     args = build_parser().parse_args(argv)
@@ -246,7 +298,22 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(err, _bad_input_errors()):
             print(f"error: {_with_producer(err, getattr(args, 'params', None))}", file=sys.stderr)
             return EXIT_BAD_INPUT
+        status = _retry_status(err)
+        if status is not None:
+            print(f"error: {err}", file=sys.stderr)
+            return status
         raise
+
+
+def _retry_status(err: Exception) -> int | None:
+    """The exit status of a stage that stopped to be run again: preempted (its checkpoint written), or
+    its tracking store unreachable (its results written)."""
+    preemption, tracking = sys.modules.get("dssl.training.preemption"), sys.modules.get("dssl.tracking.outbox")
+    if preemption is not None and isinstance(err, preemption.Preempted):
+        return preemption.EXIT_PREEMPTED
+    if tracking is not None and isinstance(err, tracking.TrackingUnavailable):
+        return EXIT_TRACKING_UNAVAILABLE
+    return None
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Helpers of the cluster tests: commands in a clean environment, the tracking server as a background
-process, and the fixture ``ci_local_run`` (test modules import it).
+process, and the fixtures ``ci_local_run`` and ``slurm`` (test modules import them).
 
 ``ci_local_run``: the CI profile run once locally (Snakemake, 2 parallel jobs) against a real tracking
 server (`dssl tracking serve`: PostgreSQL + artifact folder), then recorded by DVC and committed to
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from conftest import copy_project
-from services import ensure_installed, free_port
+from services import LocalSlurm, ensure_installed, free_port
 
 BIN = Path(sys.executable).parent
 GIT_IDENTITY = ["-c", "user.name=dssl tests", "-c", "user.email=tests@dssl.invalid"]
@@ -168,3 +168,20 @@ def ci_local_run(tmp_path_factory) -> LocalRun:
                 failed.write_text(f"{type(err).__name__}: {err}"[-5000:])
                 raise
         return pickle.loads(done.read_bytes())
+
+
+@pytest.fixture
+def slurm():
+    """A single-node SLURM for the test (one per machine at a time: a second test waits for the first)."""
+    reason = ensure_installed()
+    if reason:
+        pytest.skip(reason)
+    cluster = LocalSlurm()
+    try:
+        cluster.start()
+    except FileExistsError as err:
+        pytest.skip(str(err))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

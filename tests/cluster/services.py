@@ -26,6 +26,7 @@ SLURM_CONF = Path("/etc/slurm/slurm.conf")
 MARKER = "# written by dssl's tests/cluster/services.py"
 COMMANDS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
 PARTITION = "local"  # the partition profiles/slurm-local submits to
+CRED_EXPIRE_S = 20
 
 
 def missing_commands(commands=COMMANDS) -> list[str]:
@@ -94,7 +95,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={f}/munge/munge.socket
+# cred_expire: also how long SLURM holds a requeued job back (default 120 s); short, for the preemption test
+AuthInfo=socket={f}/munge/munge.socket,cred_expire={CRED_EXPIRE_S}
 StateSaveLocation={f}/state
 SlurmdSpoolDir={f}/spool
 SlurmctldPidFile={f}/slurmctld.pid
@@ -142,6 +144,11 @@ PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     def _node_idle(self) -> bool:
         result = subprocess.run(["sinfo", "--noheader", "--format=%t"], capture_output=True, text=True)
         return result.returncode == 0 and result.stdout.strip() == "idle"
+
+    def job_field(self, job: str, field: str) -> str:
+        """One field of `scontrol show job` (e.g. ``Restarts``, ``JobState``)."""
+        out = subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True, check=True).stdout
+        return next(item.split("=", 1)[1] for item in out.split() if item.startswith(f"{field}="))
 
     def jobs(self) -> list[tuple[str, str, str]]:
         """(job id, job name, state) of every job slurmctld knows, finished ones included."""

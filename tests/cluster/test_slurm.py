@@ -1,7 +1,7 @@
 """A real scheduler: a single-node SLURM (munge, slurmctld, slurmd from Debian's packages) runs the CI
 profile with `snakemake --profile profiles/slurm-local`, the jobs logging to a tracking server
-(`dssl tracking serve`), as the README's cluster section says. Every training and evaluation stage is
-a SLURM job; the result files hold the same values as a local Snakemake run's; MLflow holds one run
+(`dssl tracking serve`), as the README's cluster section says. Every training, evaluation and prepare
+stage is a SLURM job; the result files hold the same values as a local Snakemake run's; MLflow holds one run
 per job and seed, the same runs the local run logged; `dvc commit -f` then leaves DVC nothing to do."""
 
 from __future__ import annotations
@@ -11,30 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cluster_run import TrackingServer, ci_local_run, clean_env, results, run  # noqa: F401 - ci_local_run: the shared fixture
+from cluster_run import TrackingServer, ci_local_run, clean_env, results, run, slurm  # noqa: F401 - shared fixtures
 from conftest import copy_project
-from services import LocalSlurm, ensure_installed
 
 from dssl.pipeline.catalogue import instances
 from dssl.tracking import stage_runs
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def slurm():
-    reason = ensure_installed()
-    if reason:
-        pytest.skip(reason)
-    cluster = LocalSlurm()
-    try:
-        cluster.start()
-    except FileExistsError as err:
-        pytest.skip(str(err))
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_ci_profile_on_slurm_matches_a_local_run(slurm, tmp_path: Path, request) -> None:
@@ -53,9 +36,9 @@ def test_ci_profile_on_slurm_matches_a_local_run(slurm, tmp_path: Path, request)
         server.stop()
         server.remove()
 
-    # every training/evaluation stage was one SLURM job, and each completed
+    # every training, evaluation and prepare stage was one SLURM job, and each completed
     params = yaml.safe_load((root / "params.yaml").read_text())
-    cluster_stages = [s for s in instances(params) if s.kind.training]
+    cluster_stages = [s for s in instances(params) if s.kind.cluster_job]
     jobs = slurm.jobs()
     assert len(jobs) == len(cluster_stages), jobs
     assert {state for _, _, state in jobs} == {"COMPLETED"}

@@ -148,3 +148,14 @@ def test_rendered_dvc_yaml_declares_one_block_per_kind() -> None:
     catalogue = Catalogue(params, REPO)
     assert {s.kind.name for s in catalogue.stages} == {k.name for k in KINDS}
     assert "foreach:" in text and "${item.model}" in text
+
+
+def test_a_params_file_runs_in_the_project_or_in_its_profiles_folder(tmp_path: Path) -> None:
+    from dssl.pipeline.layout import pipeline_folder
+
+    assert pipeline_folder("params.yaml", {"profile": "default"}, tmp_path) == Path(".")
+    assert pipeline_folder(tmp_path / "params.yaml", {"profile": "ci"}, tmp_path) == Path(".")
+    assert pipeline_folder("configs/paper.yaml", {"profile": "paper"}, tmp_path) == Path("runs/paper")
+    assert pipeline_folder("configs/x.yaml", {}, tmp_path) == Path("runs/default")
+    with pytest.raises(ValueError, match="cannot name its pipeline folder"):
+        pipeline_folder("configs/x.yaml", {"profile": "../elsewhere"}, tmp_path)

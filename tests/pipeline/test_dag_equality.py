@@ -50,3 +50,22 @@ def test_a_drift_is_detected(make_project) -> None:
                                                       '"dssl {rule} {params.args} --quiet --params "'))
     dvc, _ = dvc_stages(root)
     assert dvc != snakemake_stages(root)
+
+
+def test_another_params_file_has_the_same_stages_in_its_pipeline_folder(make_project) -> None:
+    """configs/ci.yaml beside the embedded params.yaml: both engines run it in runs/ci/, paths relative to
+    that folder, the commands naming the file as seen from there; the embedded DAG is unchanged."""
+    from dssl.config.params import read_params
+    from dssl.pipeline.dvcfile import write_files
+
+    root = make_project("params.yaml")
+    embedded, _ = dvc_stages(root)
+    written = write_files(read_params(root / "configs/ci.yaml"), root, "configs/ci.yaml")
+    assert written and all(path.startswith("runs/ci/") for path in written)
+    dvc, params_deps = dvc_stages(root, "configs/ci.yaml")
+    assert dvc == snakemake_stages(root, "configs/ci.yaml")
+    assert {s.cmd.split(" --params ")[1] for s in dvc} == {"../../configs/ci.yaml"}
+    code = next(s for s in dvc if s.name == "code")
+    assert code.deps and all(dep.startswith("../../src/dssl/") for dep in code.deps)
+    assert params_deps["pretrain_fl@simsiam-cnn-fl-iid-fedavg"][0] == "models.simsiam-cnn"
+    assert dvc_stages(root)[0] == embedded

@@ -70,6 +70,10 @@ def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:
     root = make_project("params.yaml")
     _with_dataset_folders(root)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    # the file's pipeline folder (runs/paper/) gets its dvc.yaml files first, so DVC can record the run
+    written = subprocess.run(["dssl", "dag", "write", "--params", "configs/paper.yaml"], cwd=root, env=env,
+                             capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
     out = subprocess.run(["snakemake", "-n", "-p", "--configfile", "configs/paper.yaml"], cwd=root, env=env,
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -77,7 +81,7 @@ def test_snakemake_dry_run_with_the_paper_configfile(make_project) -> None:
     expected = expected_stage_count(read_params(REPO / "configs/paper.yaml"))
     totals = {line.split()[1] for line in text.splitlines() if line.startswith("total")}
     assert totals == {str(expected + 1)}  # every stage once, plus the 'all' target; params.yaml not merged in
-    assert "dssl pretrain_fl mae-vit fl-label fedavg --params configs/paper.yaml" in text
+    assert "dssl pretrain_fl mae-vit fl-label fedavg --params ../../configs/paper.yaml" in text
 
 
 def test_paper_pretraining_reads_the_prepared_array_at_its_resolution(tmp_path: Path) -> None:

@@ -183,3 +183,19 @@ def test_the_lineage_section_names_the_hardware_and_flags_results_from_several_m
     assert "**The results come from 3 machines**" in text
     assert "CPU A (AVX512), torch 2.14.1 (2 files)" in text and "CPU B (AVX2)" in text
     assert "not recorded (1 file)" in text  # result files written before the hardware was recorded
+
+
+def test_table1_reads_the_partitions_it_is_told_when_a_sweep_trains_more_of_one_scheme(tmp_path):
+    """Paper A's Fig. 2b trains the same cells on more label-skew partitions (alpha 1 ... 0.001): Table 1
+    mixing them into one column is an error naming the option, and ``partitions`` picks its own."""
+    records = table1_records(iid=0.9, label=0.85)
+    records += [{**r, "partition": "fl-label-a1", "alpha": 1.0, "test_acc": 0.2,
+                 "stage": r["stage"].replace("fl-label", "fl-label-a1"),
+                 "mlflow_run_id": r["mlflow_run_id"] + "-a1"} for r in records if r["scheme"] == "dirichlet_balanced"]
+    ctx = context(tmp_path, records)
+    with pytest.raises(ValueError, match="mixes partitions .*report.sections.table1.partitions"):
+        create_section("table1").render(ctx)
+    label = records[1]["partition"]
+    cells = create_section("table1", {"partitions": [records[0]["partition"], label]}).render(ctx).data
+    pretrained = cells[~cells["row"].str.startswith("random init")]
+    assert set(pretrained["mean"].round(2)) == {90.0, 85.0, 87.0}   # no alpha-1 cell (20 %) mixed in

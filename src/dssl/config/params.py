@@ -15,6 +15,20 @@ from dssl.config import sections  # noqa: F401  (registers the section validator
 from dssl.config.checker import SECTION_VALIDATORS, Checker, ParamsError, Problem
 
 DEFAULT_PARAMS = Path("params.yaml")
+PROJECT_MARKER = "Snakefile"
+
+
+def project_of(start: Path | str) -> Path | None:
+    """The project holding ``start``: the nearest folder, from ``start`` up, with the Snakefile."""
+    here = Path(start).resolve()
+    return next((folder for folder in (here, *here.parents) if (folder / PROJECT_MARKER).is_file()), None)
+
+
+def params_root(path: Path | str) -> Path:
+    """What relative folders of a params file (``datasets.<name>.root``) are relative to: the project
+    holding the file (configs/paper.yaml's too), else the file's own folder."""
+    folder = Path(path).resolve().parent
+    return project_of(folder) or folder
 
 
 def read_params(path: Path | str = DEFAULT_PARAMS) -> dict:
@@ -35,7 +49,7 @@ def load_params(path: Path | str = DEFAULT_PARAMS, root: Path | None = None) -> 
     """Read and validate a params file; raise ParamsError listing every problem."""
     path = Path(path)
     params = read_params(path)
-    problems = validate(params, root if root is not None else path.resolve().parent)
+    problems = validate(params, root if root is not None else params_root(path))
     if problems:
         raise ParamsError(str(path), problems)
     return params

@@ -8,8 +8,10 @@ from pathlib import Path
 from dssl.config.checker import Checker, section_validator
 from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
+from dssl.evaluation.registry import FAMILIES, OVERRIDE_KEYS, override_names, resolve_overrides
 from dssl.topology.graphs import TOPOLOGIES, check_request
 from dssl.topology.mixing import MIXING, ORDERS
+from dssl.training.options import STEP_KEYS, step_problems  # torch-free
 
 # Facts the validator needs without importing the data code (which imports torch). A test keeps
 # these names equal to the dataset registry's keys.
@@ -27,8 +29,9 @@ DATASET_KEYS = {
     "digits": {"test_fraction", "split_seed"},
     # split_seed: the train/test split of the source digits; seed: the photograph crops alone
     "digits_on_photos": {"image_size", "composites_per_digit", "test_fraction", "split_seed", "seed"},
-    "cifar10": {"root"},
-    "cifar100": {"root"},
+    # verify_md5: false reads a CIFAR-format tarball that is not the official release (a subset)
+    "cifar10": {"root", "verify_md5"},
+    "cifar100": {"root", "verify_md5"},
     "mini_imagenet": {"root", "image_size", "test_fraction", "split_seed"},
     "imagenet": {"root", "image_size"},
 }
@@ -70,6 +73,8 @@ def check_datasets(c: Checker) -> None:
             c.number(spec, "image_size", path, integer=True, low=8)
         for key, low in (("composites_per_digit", 1), ("seed", 0)):  # digits_on_photos' own keys
             c.number(spec, key, path, integer=True, low=low, required=False)
+        if "verify_md5" in spec and not isinstance(spec["verify_md5"], bool):
+            c.add(f"{path}.verify_md5", f"must be true or false, got {spec['verify_md5']!r}")
         if DATASET_FACTS[name]["needs_root"]:
             _check_root(c, spec, path, name)
 
@@ -160,6 +165,7 @@ PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "local", "random")
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
+# Every training section also takes the step options (STEP_KEYS: device, precision, channels_last, compile).
 FL_TRAIN_KEYS = {"rounds", "clients_per_round", "local_epochs", "batch_size"}
 DECL_TRAIN_KEYS = {"rounds", "local_epochs", "batch_size"}
 GRID_PLACES = {"fl": ("partitions", "partitions"), "decl": ("graphs", "graphs' or 'improved_graphs")}
@@ -170,8 +176,10 @@ CENTRAL_TRAIN_KEYS = {"epochs", "batch_size"}
 
 
 def backbone_family(backbone: str) -> str:
-    """'vit' or 'cnn': selects the optimizer recipe (paper A trains ViTs with AdamW, CNNs with SGD)."""
-    return "vit" if "vit" in backbone else "cnn"
+    """'vit' or 'cnn' (``FAMILIES``): selects the optimizer recipe (paper A trains ViTs with AdamW, CNNs
+    with SGD) and an evaluation protocol's ``per_family`` overrides."""
+    cnn, vit = FAMILIES
+    return vit if "vit" in backbone else cnn
 
 
 @section_validator
@@ -199,6 +207,19 @@ def _name_list(c: Checker, entry: dict, key: str, names, path: str, what: str) -
 def _train_numbers(c: Checker, train: dict, path: str, keys: tuple[str, ...]) -> None:
     for key in keys:
         c.number(train, key, path, integer=True, low=1)
+
+
+def _check_train(c: Checker, train: dict, keys: set[str], path: str, required: tuple[str, ...] | None = None) -> None:
+    """A training section: its schedule ``keys`` (integers >= 1; ``required``, default all of them) and the
+    step options, one problem per bad value."""
+    c.unknown_keys(train, keys | set(STEP_KEYS), path)
+    _train_numbers(c, train, path, tuple(sorted(keys)) if required is None else required)
+    _check_steps(c, train, path)
+
+
+def _check_steps(c: Checker, entry: dict, path: str) -> None:
+    for key, message in step_problems(entry):
+        c.add(f"{path}.{key}", message)
 
 
 @section_validator
@@ -237,8 +258,7 @@ def _check_local(c: Checker, pretrain: dict, models: dict) -> None:
     c.unknown_keys(entry, {"train", "clients", "grids"}, path)
     train = c.mapping(entry.get("train"), f"{path}.train")
     if train is not None:
-        c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
-        _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size"))
+        _check_train(c, train, CENTRAL_TRAIN_KEYS, f"{path}.train")
     partitions = c.params.get("partitions") or {}
     for name, chosen in (c.mapping(entry.get("clients", {}), f"{path}.clients") or {}).items():
         where = f"{path}.clients.{name}"
@@ -284,17 +304,14 @@ def _check_framework(c: Checker, pretrain: dict, framework: str, models: dict) -
         c.unknown_keys(entry, {"models", "train"}, path)
         _name_list(c, entry, "models", models, path, "models")
         if train is not None:
-            c.unknown_keys(train, CENTRAL_TRAIN_KEYS, f"{path}.train")
-            _train_numbers(c, train, f"{path}.train", ("epochs", "batch_size"))
+            _check_train(c, train, CENTRAL_TRAIN_KEYS, f"{path}.train")
         return
     c.unknown_keys(entry, {"grids", "train"}, path)
     grids = c.mapping(entry.get("grids"), f"{path}.grids") or {}
     for name, grid in grids.items():
         _check_grid(c, pretrain, framework, models, c.mapping(grid, f"{path}.grids.{name}"), f"{path}.grids.{name}")
     if train is not None:
-        keys = FL_TRAIN_KEYS if framework == "fl" else DECL_TRAIN_KEYS
-        c.unknown_keys(train, keys, f"{path}.train")
-        _train_numbers(c, train, f"{path}.train", tuple(sorted(keys)))
+        _check_train(c, train, FL_TRAIN_KEYS if framework == "fl" else DECL_TRAIN_KEYS, f"{path}.train")
     if framework == "fl" and train is not None:
         _check_clients_per_round(c, train, grids)
 
@@ -360,8 +377,8 @@ def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
     c.unknown_keys(spec, {"name", "train", *strategies[name].options, *DECL_ROUND_KEYS}, path)
     if "train" in spec:
         train = c.mapping(spec["train"], f"{path}.train") or {}
-        c.unknown_keys(train, FL_TRAIN_KEYS | DECL_TRAIN_KEYS, f"{path}.train")
-        _train_numbers(c, train, f"{path}.train", tuple(sorted(set(train) & (FL_TRAIN_KEYS | DECL_TRAIN_KEYS))))
+        schedule = FL_TRAIN_KEYS | DECL_TRAIN_KEYS
+        _check_train(c, train, schedule, f"{path}.train", tuple(sorted(set(train) & schedule)))
     if "mixing" in spec:
         c.choice(spec, "mixing", MIXING, path)
     if "order" in spec:
@@ -384,10 +401,10 @@ def _check_grid_strategies(c: Checker, grid: dict, framework: str, path: str) ->
         elif framework == "fl" and DECL_ROUND_KEYS & set(spec):
             c.add(where, f"strategy {name!r} sets {sorted(DECL_ROUND_KEYS & set(spec))}, which only DecL uses",
                   "give the FL grid a strategy entry without them")
-        elif isinstance(spec.get("train"), dict) and set(spec["train"]) - TRAIN_KEYS[framework]:
-            c.add(where, f"strategy {name!r} sets train keys {sorted(set(spec['train']) - TRAIN_KEYS[framework])}, "
-                         f"which {framework} training does not have", f"{framework} train keys: "
-                  f"{', '.join(sorted(TRAIN_KEYS[framework]))}")
+        elif isinstance(spec.get("train"), dict) and set(spec["train"]) - TRAIN_KEYS[framework] - set(STEP_KEYS):
+            foreign = sorted(set(spec["train"]) - TRAIN_KEYS[framework] - set(STEP_KEYS))
+            c.add(where, f"strategy {name!r} sets train keys {foreign}, which {framework} training does not have",
+                  f"{framework} train keys: {', '.join(sorted(TRAIN_KEYS[framework] | set(STEP_KEYS)))}")
 
 
 def graph_partition(params: dict, name: str) -> str | None:
@@ -432,18 +449,35 @@ def check_evaluate(c: Checker) -> None:
 
 
 def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) -> None:
-    """Keys and values of ``evaluate.<protocol>``: the protocol's own config fields."""
+    """Keys and values of ``evaluate.<protocol>``: the protocol's own config fields, the step options and
+    the ``per_family`` / ``per_dataset`` overrides (each config they resolve to is built once)."""
     spec = c.mapping(value, path)
     if spec is None:
         return
     before = len(c.problems)
-    c.unknown_keys(spec, PROTOCOLS[protocol].keys, path)
+    keys = PROTOCOLS[protocol].keys
+    c.unknown_keys(spec, keys | set(OVERRIDE_KEYS), path)
     c.number(spec, "val_fraction", path, low=0, high=0.5, low_open=True)
-    if len(c.problems) == before:  # the config's own value checks, once the keys are right
+    _check_steps(c, spec, path)
+    datasets = [d for d in (c.params.get("evaluate") or {}).get("datasets") or [] if isinstance(d, str)]
+    for table, names in (("per_family", FAMILIES), ("per_dataset", datasets)):
+        for name, override in (c.mapping(spec.get(table, {}), f"{path}.{table}") or {}).items():
+            where = f"{path}.{table}.{name}"
+            if name not in names:
+                c.add(where, f"{name!r} is not a {'backbone family' if table == 'per_family' else 'dataset of evaluate.datasets'}",
+                      f"one of: {', '.join(names) or '(none)'}")
+            elif c.mapping(override, where) is not None:
+                c.unknown_keys(override, keys, where)
+                _check_steps(c, override, where)
+    if len(c.problems) > before:
+        return
+    for dataset, family in override_names(spec, datasets):   # the config's own value checks, once keys are right
         try:
-            PROTOCOLS[protocol].make_config(dict(spec))
+            PROTOCOLS[protocol].make_config(resolve_overrides(spec, dataset, family))
         except (TypeError, ValueError) as err:
-            c.add(path, str(err), "see the protocol's config class in src/dssl/evaluation/configs.py")
+            where = "".join(f" (per_{kind} {name})" for kind, name in (("family", family), ("dataset", dataset)) if name)
+            c.add(path + where, str(err), "see the protocol's config class in src/dssl/evaluation/configs.py")
+            return
 
 
 @section_validator

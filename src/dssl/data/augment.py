@@ -11,6 +11,12 @@ same operations to a whole batch at once, with every random draw taken from a ``
 - blur: with probability ``blur_p`` a Gaussian blur of odd size ``blur_kernel`` with sigma ~
   U[``blur_sigma``], reflect padding (torchvision's ``gaussian_blur``);
 - flip: with probability ``flip_p`` a horizontal flip.
+
+Which images get blurred is a mask; picking them out (``nonzero``) needs their count on the host. On
+the CPU only the picked images are blurred; on an accelerator every image is blurred and the mask
+chooses (``torch.where``), which costs blur work but no host sync. Each image's blur is a separate
+group of the convolution, so a picked image is blurred the same either way (a test checks the two
+paths agree).
 """
 
 from __future__ import annotations
@@ -86,16 +92,21 @@ class ClientAugmentation:
         factor = torch.where(apply_brightness, factor, torch.ones_like(factor))
         return AugmentDraws(factor, blur_mask, sigma, flip_mask)
 
-    def apply(self, images: torch.Tensor, draws: AugmentDraws) -> torch.Tensor:
-        """Brightness, blur, flip (the code's order) on a float batch ``[B, C, H, W]`` in [0, 1]."""
+    def apply(self, images: torch.Tensor, draws: AugmentDraws, select: bool | None = None) -> torch.Tensor:
+        """Brightness, blur, flip (the code's order) on a float batch ``[B, C, H, W]`` in [0, 1].
+        ``select``: blur only the chosen images (default on the CPU) or all, then mask (default elsewhere)."""
         device = images.device
-        factor = draws.brightness_factor.to(device, images.dtype)
+        factor = draws.brightness_factor.to(device, images.dtype, non_blocking=True)
         out = (images * factor[:, None, None, None]).clamp(0.0, 1.0)
-        chosen = torch.nonzero(draws.blur_mask.to(device)).flatten()
-        if len(chosen):
-            blurred = gaussian_blur(out[chosen], self.blur_kernel, draws.blur_sigma.to(device)[chosen])
-            out = out.index_copy(0, chosen, blurred)
-        flip = draws.flip_mask.to(device)[:, None, None, None]
+        blur = draws.blur_mask.to(device, non_blocking=True)
+        sigma = draws.blur_sigma.to(device, non_blocking=True)
+        if device.type == "cpu" if select is None else select:
+            chosen = torch.nonzero(blur).flatten()
+            if len(chosen):
+                out = out.index_copy(0, chosen, gaussian_blur(out[chosen], self.blur_kernel, sigma[chosen]))
+        else:
+            out = torch.where(blur[:, None, None, None], gaussian_blur(out, self.blur_kernel, sigma), out)
+        flip = draws.flip_mask.to(device, non_blocking=True)[:, None, None, None]
         return torch.where(flip, out.flip(-1), out)
 
     def __call__(self, images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -17,17 +17,25 @@ is fresh pages from the kernel, and faulting in and zeroing them costs several t
   uses the previous one (numpy's gather and torch's kernels release the GIL). Threads share the map
   and the buffers, so nothing is pickled or copied through shared memory as with DataLoader worker
   processes, and the order of the batches is exactly the order asked for.
+- ``DeviceBatches``: batches as [0, 1] floats on the training device, resized there. For an
+  accelerator a reader thread gathers the uint8 pixels into pinned host buffers while the step runs,
+  each copied to the device without waiting (``non_blocking``); a buffer is refilled only once its
+  copy has finished (a CUDA event, not a device-wide sync). uint8 travels (a quarter of float's
+  bytes) and the resize to the model's size (``device_float``) happens on the device: CIFAR's 32 px
+  images are never made 224 px on the host.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import queue
 import sys
+import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -243,3 +251,153 @@ class ShuffledBatches:
                               pool=self.pool)
         for indices, batch in zip(batches, pixels):
             yield batch, torch.from_numpy(self.images.labels[indices])
+
+
+HostTransform = Callable[["torch.Tensor", int], "torch.Tensor"]  # (uint8 batch, batch number) -> uint8 batch
+# Batches a reader thread gathers ahead of the step on an accelerator (each in its own pinned buffer).
+DEVICE_READ_AHEAD = 2
+
+
+def stored_form(images: BatchSource) -> tuple[BatchSource, int | None]:
+    """The set that holds the pixels and the size its batches are resized to: a resized view
+    (``dssl.data.imageset.ResizedImageSet``, which has ``base`` and ``size``) is read at its base's
+    size and resized where the batch is used; any other set as it is (size None: no resize)."""
+    base, size = getattr(images, "base", None), getattr(images, "size", None)
+    if base is not None and isinstance(size, int):
+        return base, size
+    return images, None
+
+
+def device_float(pixels: torch.Tensor, device, size: int | None = None) -> torch.Tensor:
+    """uint8 ``[B, C, H, W]`` pixels as [0, 1] floats on ``device``, at ``size`` x ``size`` px when given.
+
+    The resize is ``ResizedImageSet``'s (bilinear, rounded to whole pixel values, clamped to [0, 255]),
+    done after the move: on the CPU the result is the host path's bit for bit (a float holds every
+    uint8 value exactly, so the uint8 round trip is skipped without changing a bit).
+    """
+    import torch.nn.functional as F
+
+    batch = pixels.to(device, non_blocking=True).float()
+    if size is not None and tuple(batch.shape[-2:]) != (size, size):
+        batch = F.interpolate(batch, size=(size, size), mode="bilinear", align_corners=False).round_().clamp_(0, 255)
+    return batch.div_(255.0)
+
+
+class DeviceBatches:
+    """The images at each index array of a list, as [0, 1] float tensors on ``device`` (``__call__``).
+
+    ``size``: resize each batch to ``size`` px on the device (default: the size ``images`` presents;
+    a ``ResizedImageSet`` is read at its base's size, see ``stored_form``); ``resize=False``: batches at
+    the stored size (a random-resized crop that follows does the resize). ``host_transform(pixels,
+    number)``: a per-image uint8 transform done on the host (timm's RandAugment), given the batch's
+    number in the list so that it can seed itself. ``reader_thread``: gather (and transform) the
+    batches in a background thread, ``DEVICE_READ_AHEAD`` ahead of the step, into pinned buffers on an
+    accelerator (default: on an accelerator only; on the CPU the thread would compete with the step
+    for the same cores).
+    """
+
+    def __init__(self, images: BatchSource, device, size: int | None = None,
+                 host_transform: HostTransform | None = None, resize: bool = True,
+                 reader_thread: bool | None = None):
+        self.source, stored_size = stored_form(images)
+        self.size = (size if size is not None else stored_size) if resize else None
+        self.device = device
+        self.host_transform = host_transform
+        on_cpu = getattr(device, "type", str(device)) == "cpu"
+        self.reader_thread = not on_cpu if reader_thread is None else reader_thread
+        self.pinned = not on_cpu
+
+    def _pixels(self, indices: np.ndarray, number: int) -> torch.Tensor:
+        pixels = self.source.get_batch(np.asarray(indices, dtype=np.int64))
+        return self.host_transform(pixels, number) if self.host_transform is not None else pixels
+
+    def __call__(self, batches: Sequence[np.ndarray], first_number: int = 0) -> Iterator[torch.Tensor]:
+        if not self.reader_thread:
+            for number, indices in enumerate(batches, first_number):
+                yield device_float(self._pixels(indices, number), self.device, self.size)
+            return
+        yield from self._read_ahead(batches, first_number)
+
+    def _read_ahead(self, batches: Sequence[np.ndarray], first_number: int) -> Iterator[torch.Tensor]:
+        """A reader thread fills free buffers and queues them; a buffer goes back to the free queue only
+        after its copy to the device was issued and an event marks its end, and the reader waits for
+        that event before filling it again."""
+        free: queue.Queue = queue.Queue()
+        for _ in range(DEVICE_READ_AHEAD + 1):
+            free.put(_PinnedSlot(self.pinned))
+        ready: queue.Queue = queue.Queue()
+        stop = threading.Event()
+        # Gathered straight into the buffer when no host transform comes between.
+        direct = (self.host_transform is None and hasattr(self.source, "image_shape")
+                  and _fills_buffers(self.source))
+
+        def take() -> _PinnedSlot | None:
+            while not stop.is_set():
+                try:
+                    return free.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+            return None
+
+        def read() -> None:
+            try:
+                for number, indices in enumerate(batches, first_number):
+                    slot = take()
+                    if slot is None:
+                        return
+                    slot.wait_copied()
+                    if direct:
+                        pixels = slot.take((len(indices), *self.source.image_shape))
+                        self.source.get_batch(np.asarray(indices, dtype=np.int64), out=pixels.numpy())
+                    else:
+                        pixels = self._pixels(indices, number)
+                        pixels = slot.take(tuple(pixels.shape)).copy_(pixels)
+                    ready.put((slot, pixels))
+                ready.put(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+                ready.put(exc)
+
+        reader = threading.Thread(target=read, name="device-batches", daemon=True)
+        reader.start()
+        try:
+            while (item := ready.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                slot, pixels = item
+                batch = device_float(pixels, self.device, self.size)
+                slot.mark_copied()
+                free.put(slot)
+                yield batch
+        finally:
+            stop.set()
+            reader.join()
+
+
+class _PinnedSlot:
+    """One host buffer of uint8 pixels (pinned for an accelerator) and the event that marks the end of
+    its last copy to the device."""
+
+    def __init__(self, pinned: bool) -> None:
+        self.pinned = pinned
+        self.buffer = None
+        self.copied = None
+
+    def wait_copied(self) -> None:
+        if self.copied is not None:
+            self.copied.synchronize()   # this buffer's copy only, not the device's whole queue
+
+    def mark_copied(self) -> None:
+        """After the copy from this buffer was issued on the current stream (on the CPU it is done)."""
+        if self.pinned:
+            import torch
+
+            self.copied = torch.cuda.Event()
+            self.copied.record()
+
+    def take(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """A uint8 tensor of ``shape`` over this slot's buffer (grown when too small)."""
+        import torch
+
+        if self.buffer is None or tuple(self.buffer.shape[1:]) != tuple(shape[1:]) or len(self.buffer) < shape[0]:
+            self.buffer = torch.empty(shape, dtype=torch.uint8, pin_memory=self.pinned)
+        return self.buffer[:shape[0]]

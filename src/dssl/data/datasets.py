@@ -359,17 +359,45 @@ def _fetch_cifar(name: str, root: Path, train: bool) -> Any:
         ) from error
 
 
+def _unverified_cifar(name: str, root: Path, train: bool) -> Any:
+    """A CIFAR-format tarball that is not the official release (a subset, a rebuilt copy: the python
+    version's pickled batches), read as torchvision reads CIFAR but without its md5 checks."""
+    from torchvision.datasets.utils import extract_archive
+
+    cls = _cifar_class(name)
+    archive = root / cls.filename
+    if not (root / cls.base_folder).is_dir():
+        if not archive.is_file():
+            raise DatasetError(f"{name}: no {archive} (a CIFAR-format python tarball) and no extracted "
+                               f"{root / cls.base_folder}; place one of them there")
+        extract_archive(str(archive), str(root))
+    unchecked = type(f"Unverified{cls.__name__}", (cls,), {
+        "train_list": [[file, None] for file, _ in cls.train_list],
+        "test_list": [[file, None] for file, _ in cls.test_list],
+        "meta": {**cls.meta, "md5": None},
+    })
+    try:
+        return unchecked(str(root), train=train, download=False)
+    except (OSError, RuntimeError, KeyError, ValueError) as error:
+        raise DatasetError(f"{name}: {root / cls.base_folder} is not in CIFAR's python format "
+                           f"({type(error).__name__}: {error})") from error
+
+
 def _prepare_cifar(name: str, spec: dict, out_dir: Path) -> dict:
     root = Path(spec["root"])
-    train, test = _fetch_cifar(name, root, train=True), _fetch_cifar(name, root, train=False)
+    fetch = _fetch_cifar if spec["verify_md5"] else _unverified_cifar
+    train, test = fetch(name, root, train=True), fetch(name, root, train=False)
     splits = {
         part: (np.asarray(data.data, dtype=np.uint8), np.asarray(data.targets, dtype=np.int64))
         for part, data in (("train", train), ("test", test))
     }
     _save_splits(out_dir, splits)
     cls = _cifar_class(name)
-    return _array_meta(f"torchvision.datasets.{cls.__name__} ({cls.url}, md5 {cls.tgz_md5})",
-                       list(train.classes), splits)
+    archive = root / cls.filename
+    source = (f"torchvision.datasets.{cls.__name__} ({cls.url}, md5 {cls.tgz_md5})" if spec["verify_md5"] else
+              f"CIFAR-format tarball {spec['root']}/{cls.filename} (md5 "
+              f"{_file_md5(archive) if archive.is_file() else 'unknown: extracted folder only'}, not verified)")
+    return _array_meta(source, list(train.classes), splits)
 
 
 # --- image-folder datasets ------------------------------------------------------------------------
@@ -552,8 +580,9 @@ def _folder_train_size(name: str, spec: dict) -> int | None:
 def _cifar_entry(name: str, title: str) -> DatasetEntry:
     return DatasetEntry(
         name=name,
-        description=f"{title} via torchvision (download with md5 check), 32x32 RGB",
-        defaults={"root": f"data/raw/{name}"},
+        description=f"{title} via torchvision (download with md5 check), 32x32 RGB; verify_md5: false reads "
+                    "a CIFAR-format python tarball that is not the official release (a subset)",
+        defaults={"root": f"data/raw/{name}", "verify_md5": True},
         build=lambda spec, out: _prepare_cifar(name, spec, out),
         size_of_train=lambda spec: 50000,
     )

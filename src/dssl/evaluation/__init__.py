@@ -9,7 +9,7 @@ config keys a params file may set. Importing this package does not import torch 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig
 from dssl.evaluation.registry import PROTOCOLS, Protocol
@@ -19,14 +19,18 @@ if TYPE_CHECKING:
     from torch import nn
 
     from dssl.evaluation.common import LabelledImages
+    from dssl.evaluation.progress import Checkpoint
 
 
 def evaluate(protocol: str, encoder: nn.Module, train: LabelledImages, test: LabelledImages,
-             config: Mapping[str, Any] | None = None, seed: int = 0) -> dict[str, Any]:
-    """Run evaluation protocol ``protocol`` (a ``PROTOCOLS`` key); ``encoder`` is left unchanged."""
+             config: Any = None, seed: int = 0, checkpoint: Checkpoint | None = None) -> dict[str, Any]:
+    """Run evaluation protocol ``protocol`` (a ``PROTOCOLS`` key); ``encoder`` is left unchanged.
+
+    ``checkpoint``: where the training protocols (fine-tuning, the linear probes) save their progress
+    and resume from, so a killed or preempted evaluation ends with the bits of an uninterrupted one."""
     if protocol not in PROTOCOLS:
         raise KeyError(f"unknown evaluation protocol {protocol!r}; known: {', '.join(sorted(PROTOCOLS))}")
-    return PROTOCOLS[protocol](encoder, train, test, config, seed)
+    return PROTOCOLS[protocol](encoder, train, test, config, seed, checkpoint)
 
 
 __all__ = ["PROTOCOLS", "FewShotConfig", "FineTuneConfig", "KnnConfig", "LinearProbeConfig", "Protocol",

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from dssl.evaluation.common import LabelledImages, load_images, module_device
+from dssl.evaluation.common import LabelledImages, device_batches, module_device
 
 _BN = nn.modules.batchnorm._BatchNorm
 
@@ -45,10 +45,9 @@ def reestimate_batchnorm(encoder: nn.Module, images: LabelledImages, indices: np
         layer.reset_running_stats()
         layer.momentum = None
         layer.train()
-    device = module_device(encoder)
     try:
-        for start in range(0, len(indices), batch_size):
-            encoder(load_images(images, indices[start:start + batch_size], device))
+        for batch in device_batches(images, indices, batch_size, module_device(encoder)):
+            encoder(batch)
     finally:
         for layer, momentum in zip(layers, momenta):
             layer.momentum = momentum

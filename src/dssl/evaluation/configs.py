@@ -3,6 +3,9 @@
 A field of a config is a key a params file may set under ``evaluate.<protocol>`` (except the keys a
 registered protocol name fixes, see ``registry``). Value checks live in ``__post_init__`` so a bad value
 fails when the config is built, in the validator as in a stage.
+
+Every protocol takes the step options of ``dssl.training.options`` (``device``, ``precision``,
+``channels_last``, ``compile``); their defaults are the plain fp32 step.
 """
 
 from __future__ import annotations
@@ -11,7 +14,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, TypeVar
 
+from dssl.training.options import StepOptions, step_problems
+
 OPTIMIZERS = ("adamw", "sgd")
+SCHEDULES = ("cosine", "constant")   # after the linear warm-up
+CROPS = ("translate", "resized")
+POOLS = ("token", "avg")
 
 C = TypeVar("C")
 
@@ -34,8 +42,32 @@ def _check_val_fraction(value: float) -> None:
         raise ValueError(f"val_fraction must be in (0, 1), got {value}")
 
 
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
 @dataclass(frozen=True)
-class LinearProbeConfig:
+class StepConfig:
+    """Where and how a protocol's forward and training steps run (``dssl.training.options``)."""
+
+    device: str = "auto"
+    precision: str = "fp32"
+    channels_last: bool = False
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        problems = step_problems({k: getattr(self, k) for k in ("device", "precision", "channels_last", "compile")})
+        if problems:
+            raise ValueError("; ".join(f"{key}: {message}" for key, message in problems))
+
+    @property
+    def step_options(self) -> StepOptions:
+        return StepOptions(self.precision, self.channels_last, self.compile)
+
+
+@dataclass(frozen=True)
+class LinearProbeConfig(StepConfig):
     val_fraction: float = 0.1
     lr_grid: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
     weight_decay_grid: tuple[float, ...] = (0.0, 1e-4)
@@ -45,6 +77,7 @@ class LinearProbeConfig:
     feature_batch_size: int = 256
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _check_val_fraction(self.val_fraction)
 
 
@@ -61,7 +94,7 @@ class FewShotConfig(LinearProbeConfig):
 
 
 @dataclass(frozen=True)
-class KnnConfig:
+class KnnConfig(StepConfig):
     """Weighted kNN on L2-normalised features; defaults of the InstDisc / DINO kNN monitor."""
 
     val_fraction: float = 0.1
@@ -71,6 +104,7 @@ class KnnConfig:
     query_batch_size: int = 256
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _check_val_fraction(self.val_fraction)
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"k must be a positive integer, got {self.k!r}")
@@ -79,20 +113,86 @@ class KnnConfig:
 
 
 @dataclass(frozen=True)
-class FineTuneConfig:
+class FineTuneConfig(StepConfig):
+    """Full fine-tuning; the defaults are the small-scale recipe of the embedded profile.
+
+    Schedule: ``lr_grid`` holds the learning rates tried (absolute, or base rates scaled by
+    ``batch_size / lr_reference_batch`` when that is set: MAE's ``lr = blr * batch / 256``); a linear
+    warm-up over ``warmup_epochs``, then ``schedule`` (``cosine`` down to ``min_lr``, or ``constant``).
+    Optimizer: ``optimizer`` with ``weight_decay`` (``exclude_norm_bias_from_decay``: none on biases,
+    norms and 1-D tensors, MAE's rule), ``layer_decay`` < 1 scales a ViT block's lr by
+    ``layer_decay ** (depth + 1 - layer)`` (BEiT / MAE). Model: ``pool`` (``token`` = the class token
+    after the final norm; ``avg`` = mean of the patch tokens, then a fresh LayerNorm: MAE's fine-tuning),
+    ``drop_path`` (stochastic depth rate of the last ViT block, linear over depth). Augmentation:
+    ``crop`` (``translate`` by up to ``crop_padding`` px, or ``resized``: random-resized crop of area
+    fraction ``crop_scale``), ``hflip``, ``rand_augment`` (a timm RandAugment string such as
+    ``rand-m9-mstd0.5-inc1``; empty: none), ``random_erasing`` (probability), ``mixup`` / ``cutmix``
+    (Beta alphas; 0: off) with ``mixup_prob`` and ``mixup_switch_prob``, ``label_smoothing``.
+    """
+
     val_fraction: float = 0.1
     lr_grid: tuple[float, ...] = (1e-3, 3e-4)
+    lr_reference_batch: int = 0          # 0: lr_grid values are absolute learning rates
     optimizer: str = "adamw"
     weight_decay: float = 0.05
+    exclude_norm_bias_from_decay: bool = False
     momentum: float = 0.9
     epochs: int = 20
     warmup_epochs: int = 0
+    schedule: str = "cosine"
+    min_lr: float = 0.0
+    layer_decay: float = 1.0
     batch_size: int = 64
     eval_every: int = 1
+    pool: str = "token"
+    drop_path: float = 0.0
+    crop: str = "translate"
     crop_padding: int = 2
+    crop_scale: tuple[float, float] = (0.08, 1.0)
     hflip: bool = False
+    rand_augment: str = ""
+    random_erasing: float = 0.0
+    mixup: float = 0.0
+    cutmix: float = 0.0
+    mixup_prob: float = 1.0
+    mixup_switch_prob: float = 0.5
+    label_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _check_val_fraction(self.val_fraction)
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown fine-tuning optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+        _check(self.optimizer in OPTIMIZERS,
+               f"unknown fine-tuning optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+        _check(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
+        _check(self.crop in CROPS, f"unknown crop {self.crop!r}; known: {', '.join(CROPS)}")
+        _check(self.pool in POOLS, f"unknown pool {self.pool!r}; known: {', '.join(POOLS)}")
+        _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid),
+               f"lr_grid must be a non-empty list of positive learning rates, got {list(self.lr_grid)}")
+        for name in ("epochs", "batch_size", "eval_every"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+                   f"{name} must be an integer >= 1, got {value!r}")
+        _check(0 <= self.warmup_epochs < self.epochs or self.warmup_epochs == 0,
+               f"warmup_epochs must be in 0..epochs - 1 ({self.epochs - 1}), got {self.warmup_epochs}")
+        _check(self.lr_reference_batch >= 0, f"lr_reference_batch must be >= 0, got {self.lr_reference_batch}")
+        _check(0 < self.layer_decay <= 1, f"layer_decay must be in (0, 1] (1: off), got {self.layer_decay}")
+        _check(0 <= self.drop_path < 1, f"drop_path must be in [0, 1), got {self.drop_path}")
+        _check(len(self.crop_scale) == 2 and 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1,
+               f"crop_scale must be [low, high] with 0 < low <= high <= 1, got {list(self.crop_scale)}")
+        for name in ("random_erasing", "mixup_prob", "mixup_switch_prob"):
+            _check(0 <= getattr(self, name) <= 1, f"{name} must be a probability in [0, 1], got {getattr(self, name)}")
+        _check(self.mixup >= 0 and self.cutmix >= 0, f"mixup and cutmix are Beta alphas >= 0 (0: off), got "
+                                                     f"{self.mixup} and {self.cutmix}")
+        _check(0 <= self.label_smoothing < 1, f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        _check(self.min_lr >= 0, f"min_lr must be >= 0, got {self.min_lr}")
+        if self.rand_augment:
+            _check(self.rand_augment.startswith("rand-"), f"rand_augment must be a timm RandAugment string "
+                                                          f"such as 'rand-m9-mstd0.5-inc1', got {self.rand_augment!r}")
+
+    def learning_rate(self, lr: float) -> float:
+        """The peak learning rate of grid value ``lr`` (scaled by the batch when a reference is set)."""
+        return lr * self.batch_size / self.lr_reference_batch if self.lr_reference_batch else lr
+
+    @property
+    def mixes(self) -> bool:
+        return (self.mixup > 0 or self.cutmix > 0) and self.mixup_prob > 0

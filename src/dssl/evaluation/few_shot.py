@@ -21,15 +21,17 @@ from torch import nn
 from dssl.evaluation.common import LabelledImages
 from dssl.evaluation.configs import FewShotConfig, coerce_config
 from dssl.evaluation.linear_probe import probe
+from dssl.evaluation.progress import Checkpoint
 from dssl.evaluation.splits import labelled_subset, stratified_split
 
 
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
-             config: FewShotConfig | Mapping[str, Any] | None = None, seed: int = 0) -> dict[str, Any]:
+             config: FewShotConfig | Mapping[str, Any] | None = None, seed: int = 0,
+             checkpoint: Checkpoint | None = None) -> dict[str, Any]:
     """Few-shot linear-probe accuracy of ``encoder`` (left unchanged); ``num_fit`` is the labelled count."""
     cfg = coerce_config(FewShotConfig, config)
     pool_idx, val_idx = stratified_split(train.labels, cfg.val_fraction, seed)
     labelled_idx = labelled_subset(train.labels, pool_idx, cfg.label_fraction, seed)
-    result = probe(encoder, train, test, cfg, labelled_idx, val_idx, pool_idx, seed)
+    result = probe(encoder, train, test, cfg, labelled_idx, val_idx, pool_idx, seed, checkpoint)
     return {"protocol": "few_shot_linear_probe", **result, "label_fraction": cfg.label_fraction,
             "num_pool": len(pool_idx)}

@@ -28,13 +28,16 @@ from dssl.evaluation.splits import stratified_split
 
 
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
-             config: KnnConfig | Mapping[str, Any] | None = None, seed: int = 0) -> dict[str, Any]:
-    """kNN accuracy of ``encoder`` (left unchanged) on validation (fit bank) and test (full bank)."""
+             config: KnnConfig | Mapping[str, Any] | None = None, seed: int = 0,
+             checkpoint: object = None) -> dict[str, Any]:
+    """kNN accuracy of ``encoder`` (left unchanged) on validation (fit bank) and test (full bank).
+    Nothing is trained, so there is nothing to checkpoint (``checkpoint`` is ignored)."""
     cfg = coerce_config(KnnConfig, config)
     fit_idx, val_idx = stratified_split(train.labels, cfg.val_fraction, seed)
     device = module_device(encoder)
-    bank = F.normalize(extract_features(encoder, train, np.arange(len(train)), cfg.feature_batch_size), dim=1)
-    queries = F.normalize(extract_features(encoder, test, np.arange(len(test)), cfg.feature_batch_size), dim=1)
+    options = cfg.step_options
+    bank = F.normalize(extract_features(encoder, train, np.arange(len(train)), cfg.feature_batch_size, options), dim=1)
+    queries = F.normalize(extract_features(encoder, test, np.arange(len(test)), cfg.feature_batch_size, options), dim=1)
     labels = label_tensor(train, np.arange(len(train)), device)
     test_labels = label_tensor(test, np.arange(len(test)), device)
     val_pred = knn_predict(bank[fit_idx], labels[fit_idx], bank[val_idx], train.num_classes, cfg)

@@ -22,7 +22,9 @@ Registry ``ALIGNMENTS`` (names as in params.yaml, ``fedmar`` / ``decmar`` option
   1/D relative to them.
 
 In every variant sigma is computed without gradient and z_bar is a constant: the gradient reaches
-the model through z alone (paper A, Eq. 5: only z_i = f_e(x_1) depends on the local weights).
+the model through z alone (paper A, Eq. 5: only z_i = f_e(x_1) depends on the local weights). The
+data-driven sigma stays a 0-d tensor on the batch's device (no host round trip per step); the kernel
+takes it or a fixed float alike, with the same bits.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def squared_distances(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def bandwidth(z: torch.Tensor, statistic: str = "mean") -> float:
-    """sigma = mean (or median) over a != b of ||z_a - z_b|| (paper A's adaptive bandwidth)."""
+def bandwidth(z: torch.Tensor, statistic: str = "mean") -> torch.Tensor:
+    """sigma = mean (or median) over a != b of ||z_a - z_b|| (paper A's adaptive bandwidth), a 0-d tensor
+    on z's device, at least ``BANDWIDTH_FLOOR``."""
     if statistic not in ("mean", "median"):
         raise ValueError(f"bandwidth statistic must be 'mean' or 'median', got {statistic!r}")
     n = z.shape[0]
@@ -53,10 +56,10 @@ def bandwidth(z: torch.Tensor, statistic: str = "mean") -> float:
     off_diagonal = ~torch.eye(n, dtype=torch.bool, device=z.device)
     distances = squared_distances(z, z)[off_diagonal].sqrt()
     value = distances.mean() if statistic == "mean" else distances.median()
-    return max(float(value), BANDWIDTH_FLOOR)
+    return value.clamp_min(BANDWIDTH_FLOOR)
 
 
-def mmd(z: torch.Tensor, z_bar: torch.Tensor, sigma: float) -> torch.Tensor:
+def mmd(z: torch.Tensor, z_bar: torch.Tensor, sigma: float | torch.Tensor) -> torch.Tensor:
     """Unbiased MMD^2 with a Gaussian kernel of bandwidth ``sigma`` (paper A, Eq. 6)."""
     b, m = z.shape[0], z_bar.shape[0]
     if b < 2 or m < 2:
@@ -92,7 +95,7 @@ def a_mmd_code(z: torch.Tensor, z_bar: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"a_mmd_code needs at least 2 samples on each side, got {b} and {m}")
     z_bar = z_bar.detach()
     with torch.no_grad():  # the code's mean_pairwise_distance: torch.cdist per image, diagonal included
-        sigma = max(float(torch.cdist(z, z).mean()), BANDWIDTH_FLOOR)
+        sigma = torch.cdist(z, z).mean().clamp_min(BANDWIDTH_FLOOR)
     scale = 2.0 * sigma**2
 
     def kernel(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # [Bx, By, D]

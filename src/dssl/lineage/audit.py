@@ -26,6 +26,7 @@ from dssl.lineage.lock import (
     current_md5,
     folder_files,
     locked_files,
+    params_file,
     producer,
     producers,
     read_lock,
@@ -78,7 +79,7 @@ class StageLineage:
     role: str
     cmd: str
     params: dict[str, Any]                       # as dvc.lock recorded them
-    params_changed: list[str]                    # keys whose value in params.yaml differs now
+    params_changed: list[str]                    # keys whose value in the params file differs now
     deps: list[PathCheck]
     outs: list[PathCheck]                        # the outputs this lineage uses
     files: list[PathCheck] = field(default_factory=list)  # the files of folder outputs (this seed)
@@ -133,7 +134,7 @@ def trace_result(root: Path, result_file: str | Path, lock: dict[str, LockedStag
     seed = record.get("seed")
     runs = RunIndex(root) if runs is None else runs
     eval_run = runs.by_id(record.get("mlflow_run_id"))
-    current = _current_params(root)
+    current = _current_params(root / params_file(lock))
     stages = [_stage_lineage(root, evaluation, [relative], seed, current, eval_run)]
     for stage, used in _ancestors(lock, evaluation):
         run = runs.latest_before(stage.name, seed, eval_run.start_time if eval_run else None, used)
@@ -220,8 +221,7 @@ def _file_checks(root: Path, entry: LockedPath, seed: int | None, used: list[str
     return [PathCheck(f"{entry.path}/{n}", (recorded or {}).get(n), now.get(n)) for n in names]
 
 
-def _current_params(root: Path) -> dict[str, Any]:
-    path = root / "params.yaml"
+def _current_params(path: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text()) or {} if path.is_file() else {}
 
 

@@ -1,6 +1,8 @@
 """The dvc.lock files as the record of what produced what, and the workspace compared against it.
 
-A dvc.lock lies beside each dvc.yaml (the top-level one and ``pipelines/<kind>/``); together they hold, per stage that ran, the command, the params VALUES it read and the md5 of every
+A dvc.lock lies beside each dvc.yaml of a pipeline folder (the top-level one and ``pipelines/<kind>/``;
+the project for params.yaml, ``runs/<profile>/`` for another params file, every path relative to that
+folder); together they hold, per stage that ran, the command, the params file and the VALUES it read and the md5 of every
 dependency and output (a folder as DVC's ``<md5>.dir``: the md5 of the JSON list of its files'
 ``{"md5", "relpath"}`` sorted by path; the list itself lies in the DVC cache). Walking from an output
 to the stage that wrote it, and from that stage's dependencies to their producers, gives a number's
@@ -48,6 +50,7 @@ class LockedStage:
     params: dict[str, Any]          # params key -> value, as the stage read them
     deps: tuple[LockedPath, ...]
     outs: tuple[LockedPath, ...]
+    params_files: tuple[str, ...] = ()  # the params files it read, relative to the pipeline folder
 
     def writes(self, path: str) -> LockedPath | None:
         """The output that is ``path`` or the folder holding it."""
@@ -81,7 +84,24 @@ def _stage(name: str, entry: dict) -> LockedStage:
     params = {key: value for values in (entry.get("params") or {}).values() for key, value in values.items()}
     return LockedStage(name, entry.get("cmd", ""), params,
                        tuple(LockedPath(d["path"], d.get("md5")) for d in entry.get("deps") or []),
-                       tuple(LockedPath(o["path"], o.get("md5")) for o in entry.get("outs") or []))
+                       tuple(LockedPath(o["path"], o.get("md5")) for o in entry.get("outs") or []),
+                       tuple(entry.get("params") or {}))
+
+
+def params_file(stages: dict[str, LockedStage]) -> str:
+    """The params file the locked stages read (relative to their pipeline folder): params.yaml, or the
+    file a pipeline folder runs/<profile>/ was rendered for."""
+    files = sorted({f for stage in stages.values() for f in stage.params_files})
+    if len(files) > 1:
+        raise LineageError(f"the dvc.lock files name several params files ({', '.join(files)}); "
+                           "one pipeline folder records one params file: re-run `dssl dag write` and record again")
+    return files[0] if files else "params.yaml"
+
+
+def dvc_repository(folder: Path) -> Path:
+    """The DVC repository (the folder holding .dvc/) a pipeline folder belongs to."""
+    here = Path(folder).resolve()
+    return next((f for f in (here, *here.parents) if (f / ".dvc").is_dir()), here)
 
 
 def producer(stages: dict[str, LockedStage], path: str) -> LockedStage | None:
@@ -124,7 +144,7 @@ def locked_files(root: Path, entry: LockedPath) -> dict[str, str] | None:
     if not entry.is_folder:
         return None
     digest = entry.md5.removesuffix(DIR_SUFFIX)
-    listing = Path(root) / CACHE_DIR / digest[:2] / (digest[2:] + DIR_SUFFIX)
+    listing = dvc_repository(root) / CACHE_DIR / digest[:2] / (digest[2:] + DIR_SUFFIX)
     if not listing.is_file():
         return None
     return {item["relpath"]: item["md5"] for item in json.loads(listing.read_text())}

@@ -12,23 +12,25 @@ WIDTH = 110
 
 def render_text(answer: dict[str, Any]) -> str:
     lines: list[str] = []
+    if answer.get("params_file"):
+        lines += [f"params file {answer['params_file']}, pipeline folder {answer.get('pipeline', '.')}", ""]
     if answer.get("cell"):
         cell = answer["cell"]
         lines += [f"Table cell {cell['row']!r} / {cell['dataset']} {cell['setting']} in {answer['table']}: "
                   f"mean {cell.get('mean')} (n={cell.get('n')})", ""]
     for result in answer["results"]:
-        lines += _result(result) + [""]
+        lines += _result(result, answer.get("params_file", "params.yaml")) + [""]
     verdict = all(r.matches_lock for r in answer["results"])
     lines.append("workspace matches dvc.lock" if verdict else "workspace does NOT match dvc.lock (see above)")
     return "\n".join(lines)
 
 
-def _result(result: ResultLineage) -> list[str]:
+def _result(result: ResultLineage, params_file: str) -> list[str]:
     r = result.result
     lines = [f"== {result.file}", f"   seed {r['seed']}, {r['dataset']} {r['protocol']}: "
              f"test_acc {r['test_acc']} (stage {r['stage']}, MLflow run {r['mlflow_run_id']})"]
     for stage in result.stages:
-        lines += _stage(stage)
+        lines += _stage(stage, params_file)
     if result.mismatches:
         lines.append("   MISMATCH with dvc.lock:")
         lines += [f"     - {m}" for m in result.mismatches]
@@ -37,10 +39,10 @@ def _result(result: ResultLineage) -> list[str]:
     return lines
 
 
-def _stage(stage: StageLineage) -> list[str]:
+def _stage(stage: StageLineage, params_file: str) -> list[str]:
     lines = [f"-- {stage.role} stage {stage.name}", f"   cmd: {stage.cmd}"]
     for key, value in stage.params.items():
-        changed = "   (CHANGED in params.yaml since)" if key in stage.params_changed else ""
+        changed = f"   (CHANGED in {params_file} since)" if key in stage.params_changed else ""
         lines += _wrap(f"   param {key} = {value}{changed}")
     lines += [f"   dep {_check(c)}" for c in stage.deps]
     lines += [f"   out {_check(c)}" for c in stage.outs]

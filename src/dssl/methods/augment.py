@@ -20,8 +20,11 @@ from torch import nn
 
 # ITU-R 601 luma weights, as torchvision's rgb_to_grayscale.
 _LUMA = (0.299, 0.587, 0.114)
-# RGB <-> YIQ; a hue shift is a rotation of the (I, Q) chroma plane.
+# RGB <-> YIQ; a hue shift is a rotation of the (I, Q) chroma plane. The inverse is a constant,
+# computed once here (in float32 on the CPU, as it was per call): torch.linalg.inv on an accelerator
+# checks its result on the host, a sync per call.
 _RGB_TO_YIQ = torch.tensor([[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]])
+_YIQ_TO_RGB = torch.linalg.inv(_RGB_TO_YIQ)
 
 
 def rand_uniform(
@@ -33,7 +36,7 @@ def rand_uniform(
 ) -> torch.Tensor:
     """Uniform draws in [low, high) on ``device``, generated on the generator's device."""
     source = generator.device if generator is not None else device
-    u = torch.rand(shape, generator=generator, device=source).to(device)
+    u = torch.rand(shape, generator=generator, device=source).to(device, non_blocking=True)
     return low + (high - low) * u
 
 
@@ -94,13 +97,13 @@ def _jitter_factors(
 
 def _rotate_hue(images: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     """Rotate each sample's chroma by ``angle`` radians in YIQ space (a linear hue shift)."""
-    to_yiq = _RGB_TO_YIQ.to(images)
+    to_yiq = _RGB_TO_YIQ.to(images, non_blocking=True)
     cos, sin = angle.cos(), angle.sin()
     rot = torch.zeros(angle.numel(), 3, 3, device=images.device, dtype=images.dtype)
     rot[:, 0, 0] = 1
     rot[:, 1, 1], rot[:, 1, 2] = cos, -sin
     rot[:, 2, 1], rot[:, 2, 2] = sin, cos
-    matrix = torch.linalg.inv(to_yiq) @ rot @ to_yiq
+    matrix = _YIQ_TO_RGB.to(images, non_blocking=True) @ rot @ to_yiq
     return torch.einsum("bij,bjhw->bihw", matrix, images)
 
 

@@ -49,9 +49,16 @@ class StageKind:
     params: Templates                       # params keys an instance reads
     outputs: Templates                      # a folder output ends with '/'
     inputs: Templates = _const()           # outputs of other stages an instance reads
-    training: bool = False                 # uses the cores; runs on a cluster node, not the head
+    training: bool = False                 # trains or evaluates a model: a cluster job with a GPU
+    whole_dataset: bool = False            # reads or writes a whole dataset: a cluster job, CPU only
     metrics: Templates = _const()          # outputs DVC declares as metrics (JSON files, or folders of them)
     plots: Templates = _const()            # outputs DVC declares as plots (images)
+
+    @property
+    def cluster_job(self) -> bool:
+        """Whether a cluster runs it as a job of its own; the other kinds are light enough for the
+        head node (Snakemake's ``localrules``)."""
+        return self.training or self.whole_dataset
 
     @property
     def module(self) -> str:
@@ -262,7 +269,7 @@ KINDS: tuple[StageKind, ...] = (
               grid=lambda params: [{}], params=_const(), outputs=_code_outputs),
     StageKind("prepare", "prepare:run", ("name",), "Prepare a dataset (params section 'datasets').",
               grid=_named("datasets"), params=_const("datasets.{name}"),
-              outputs=_const("data/prepared/{name}/")),
+              outputs=_const("data/prepared/{name}/"), whole_dataset=True),
     StageKind("partitions", "partition:run", (), "Split prepared datasets among clients (every 'partitions' entry).",
               grid=_single("partitions"), params=_const("partitions"),
               inputs=lambda params: sorted({f"data/prepared/{spec['dataset']}" for spec in params["partitions"].values()}),

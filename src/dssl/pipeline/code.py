@@ -18,13 +18,14 @@ from dssl.pipeline.common import Stage, atomic_file
 
 
 def code_manifest(module: str, project: Path) -> dict:
-    """``{"entry": module, "files": {project-relative path: md5}}`` for the module's import closure."""
+    """``{"entry": module, "files": {path: md5}}`` for the module's import closure, each path relative
+    to the folder holding the sources (``src/dssl/...``), from the project or a pipeline folder in it."""
     from dssl.pipeline.codedeps import closure_files, source_root
     from dssl.tracking.lineage import file_md5
 
-    project = project.resolve()
-    files = closure_files(module, source_root(project))
-    return {"entry": module, "files": {f.relative_to(project).as_posix(): file_md5(f) for f in files}}
+    root = source_root(project.resolve())
+    files = closure_files(module, root)
+    return {"entry": module, "files": {f.relative_to(root.parent).as_posix(): file_md5(f) for f in files}}
 
 
 def run(params_path: Path | str) -> Path:

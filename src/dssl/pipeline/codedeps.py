@@ -108,9 +108,11 @@ def compact(files: list[Path], root: Path) -> list[Path]:
 
 
 def source_root(project: Path) -> Path:
-    """The project's own ``src/`` when it has one (the sources DVC hashes), else the installed one."""
-    own = project / "src"
-    return own.resolve() if (own / PACKAGE).is_dir() else package_root()
+    """The project's own ``src/`` when it has one (the sources DVC hashes; from a pipeline folder
+    runs/<profile>/, the project's above it), else the installed one."""
+    here = Path(project).resolve()
+    own = next((folder / "src" for folder in (here, *here.parents) if (folder / "src" / PACKAGE).is_dir()), None)
+    return own if own is not None else package_root()
 
 
 def code_dependencies(entry: str, project: Path) -> list[str]:

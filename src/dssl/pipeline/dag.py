@@ -36,38 +36,47 @@ def _isolated(path: Path) -> Iterator[None]:
         os.environ.update(environ)
 
 
-def dvc_stages(root: Path) -> tuple[list[StageSpec], dict[str, list[str]]]:
-    """Expanded DVC stages and, per stage, its params dependencies (``section.key`` strings)."""
+def dvc_stages(root: Path, params_file: Path | str = "params.yaml") -> tuple[list[StageSpec], dict[str, list[str]]]:
+    """Expanded DVC stages of a params file's pipeline (paths relative to its pipeline folder) and, per
+    stage, its params dependencies (``section.key`` strings)."""
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
-    specs, params = [], {}
-    manifests = _code_manifests(root)
+    from dssl.config.params import read_params
+    from dssl.pipeline.dvcfile import Pipeline, render_files
+
+    params = read_params(Path(root) / params_file)
+    pipeline = Pipeline.of(params, root, params_file)
+    files = set(render_files(params, root, params_file))
+    specs, deps_params = [], {}
+    manifests = _code_manifests(pipeline, params)
     with Repo(str(root)) as repo:
         for stage in repo.index.stages:
+            if Path(stage.dvcfile.path).resolve().relative_to(Path(root).resolve()).as_posix() not in files:
+                continue
             file_deps = [_relative(d.def_path) for d in stage.deps if not isinstance(d, ParamsDependency)]
             file_deps = [f for d in file_deps for f in manifests.get(d, [d])]
-            deps = [f for d in file_deps for f in _source_files(root, d)]
+            deps = [f for d in file_deps for f in _source_files(pipeline, d)]
             specs.append(StageSpec(
                 stage.name,
                 stage.cmd,
                 tuple(sorted(deps)),
                 tuple(sorted(_relative(o.def_path) for o in stage.outs)),
             ))
-            params[stage.name] = sorted(
+            deps_params[stage.name] = sorted(
                 key for d in stage.deps if isinstance(d, ParamsDependency) for key in d.params
             )
-    return sorted(_expand_output_parents(specs)), params
+    return sorted(_expand_output_parents(specs)), deps_params
 
 
-def _code_manifests(root: Path) -> dict[str, list[str]]:
+def _code_manifests(pipeline, params: dict) -> dict[str, list[str]]:
     """A code manifest stands for the files it hashes (Snakemake depends on those files directly: it
     compares modification times, and has no lock file to keep small)."""
-    from dssl.config.params import read_params
     from dssl.pipeline.catalogue import KINDS, Catalogue, manifest_path
 
-    catalogue = Catalogue(read_params(root / "params.yaml"), root)
-    return {manifest_path(kind.name): catalogue.code(kind) for kind in KINDS if kind.name != "code"}
+    catalogue = Catalogue(params, pipeline.project)
+    return {manifest_path(kind.name): [pipeline.from_folder(c) for c in catalogue.code(kind)]
+            for kind in KINDS if kind.name != "code"}
 
 
 def _expand_output_parents(specs: list[StageSpec]) -> list[StageSpec]:
@@ -82,8 +91,9 @@ def _expand_output_parents(specs: list[StageSpec]) -> list[StageSpec]:
     return [StageSpec(s.name, s.cmd, tuple(sorted(f for d in s.deps for f in expand(d))), s.outs) for s in specs]
 
 
-def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSpec]:
-    """Every job of the Snakefile's DAG (all outputs forced), in the same canonical form."""
+@contextmanager
+def _snakemake_workflow(root: Path, configfile: Path | None = None) -> Iterator:
+    """The Snakefile's workflow with its whole DAG built (every output forced), as a job would see it."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -93,21 +103,34 @@ def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSp
         StorageSettings,
     )
 
-    config = ConfigSettings(configfiles=[Path(configfile)] if configfile else [])
+    config = ConfigSettings(configfiles=[Path(root) / configfile] if configfile else [])
     with _isolated(root), SnakemakeApi(OutputSettings(quiet={"all"})) as api:
         workflow_api = api.workflow(
             resource_settings=ResourceSettings(cores=1),
             config_settings=config,
             storage_settings=StorageSettings(),
-            snakefile=root / "Snakefile",
-            workdir=root,
-        )
+            snakefile=root / "Snakefile",  # run in root (_isolated); no workdir override, so the
+        )                                  # Snakefile's own `workdir:` (a pipeline folder) applies
         dag_api = workflow_api.dag(dag_settings=DAGSettings(forceall=True))
         workflow = dag_api.workflow_api._workflow  # no public API exposes the jobs of a DAG
         workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True)
         workflow._build_dag()
+        yield workflow
+
+
+def snakemake_stages(root: Path, configfile: Path | None = None) -> list[StageSpec]:
+    """Every job of the Snakefile's DAG (all outputs forced), in the same canonical form; ``configfile``
+    (relative to ``root``) replaces params.yaml as with ``snakemake --configfile``."""
+    with _snakemake_workflow(root, configfile) as workflow:
         specs = [_job_spec(job) for job in workflow.dag.jobs if job.rule.name != "all"]
     return sorted(specs)
+
+
+def snakemake_local_rules(root: Path, configfile: Path | None = None) -> set[str]:
+    """The rules of the DAG that run where Snakemake runs (the head node) under a cluster executor: the
+    Snakefile's ``localrules`` (``Workflow.is_local`` answers for the executor at hand, local here)."""
+    with _snakemake_workflow(root, configfile) as workflow:
+        return {job.rule.name for job in workflow.dag.jobs if job.rule.name in workflow._localrules}
 
 
 def _job_spec(job) -> StageSpec:
@@ -120,13 +143,14 @@ def _job_spec(job) -> StageSpec:
     )
 
 
-def _source_files(root: Path, dep: str) -> list[str]:
+def _source_files(pipeline, dep: str) -> list[str]:
     """A source folder dependency stands for its files (the Snakefile lists them one by one)."""
-    if not dep.startswith("src/"):
+    in_project = os.path.normpath(pipeline.folder / dep)
+    if not in_project.startswith("src/"):
         return [dep]
     from dssl.pipeline.codedeps import expand_folders
 
-    return expand_folders([dep], root)
+    return [pipeline.from_folder(f) for f in expand_folders([in_project], pipeline.project)]
 
 
 def _relative(path: str) -> str:

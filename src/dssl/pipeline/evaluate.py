@@ -12,22 +12,43 @@ own and the seed's result is their mean (each client's accuracy kept in the file
 Before a pretrained encoder is evaluated its BatchNorm running statistics are re-estimated on the
 unaugmented training images of the downstream dataset (``evaluation.batchnorm``): pretraining collected
 them on masked or augmented views. The random-init reference is evaluated exactly as it was created.
+
+A protocol's config for a task is ``evaluate.<protocol>`` with its ``per_family`` and ``per_dataset``
+overrides resolved (``evaluation.registry``); the stage runs on the device the configs ask for
+(``device``: one device per stage, a missing GPU stops it before anything is loaded) in torch's
+deterministic mode, as pretraining does. Each task checkpoints into
+``checkpoints/<stage>/seed-<s>/<dataset>-<protocol>[/client-<c>]/`` (``evaluation.progress``) and, once
+done, keeps its result there (``result.json``): a killed or preempted stage (SIGTERM / SIGUSR1,
+``training.preemption``) resumes every task where it stopped, with the same bits, and a stage whose
+tracking store was unreachable, run again, trains nothing and only logs what is still unlogged. The
+result files are written before the stage gives up on an unreachable store (``tracking.outbox``).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 from dssl.config.sections import backbone_family
+from dssl.evaluation.registry import PROTOCOLS
 from dssl.pipeline.common import Stage, StageError, atomic_dir
-from dssl.pipeline.layout import cell_path, client_dir, graph_file, metrics_dir, model_dir, prepared_dir, seed_dir
-from dssl.pipeline.workers import device, run_tasks
-from dssl.tracking import StageRecord
+from dssl.pipeline.layout import (
+    CHECKPOINTS,
+    cell_path,
+    client_dir,
+    graph_file,
+    metrics_dir,
+    model_dir,
+    prepared_dir,
+    seed_dir,
+)
+from dssl.pipeline.workers import run_tasks, stage_device
+from dssl.tracking import StageRecord, TrackingUnavailable
 from dssl.tracking.lineage import hardware_label
+from dssl.tracking.outbox import write_json
 
 
 @dataclass(frozen=True)
@@ -75,7 +96,7 @@ def _downstream(dataset: str, size: int):
     return resized(load_split(folder, "train"), size), resized(load_split(folder, "test"), size)
 
 
-def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None, seed: int):
+def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None, seed: int, device: str):
     """Seed s's encoder: its pretrained weights, or the backbone pretraining seed s started from."""
     import torch
 
@@ -89,33 +110,97 @@ def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None
             encoder.load_state_dict(load_torch(weights))
         except RuntimeError as err:
             raise ArtifactError(weights, f"does not fit backbone {backbone!r} ({str(err).splitlines()[0]})") from err
-    return encoder.to(device())
+    return encoder.to(device)
 
 
 Task = tuple[int, str, str, "int | None"]   # (seed, dataset, protocol, stand-alone client or None)
+RESULT_FILE = "result.json"
 
 
-def _evaluate_task(subject: Subject, params: dict, task: Task) -> dict[str, Any]:
-    """One (seed, dataset, protocol[, client]): the result record without its MLflow run id (runs in a worker)."""
-    from dssl.evaluation import evaluate
-    from dssl.evaluation.batchnorm import reestimate_batchnorm
+def protocol_config(params: dict, protocol: str, dataset: str, backbone: str):
+    """The config a task runs with: ``evaluate.<protocol>`` with its family's and dataset's overrides."""
+    return PROTOCOLS[protocol].make_config(params["evaluate"][protocol], dataset, backbone_family(backbone))
+
+
+def task_folder(stage_name: str, task: Task) -> Path:
+    """Where a task checkpoints and keeps its result until the stage has written its outputs."""
+    seed, dataset, protocol, client = task
+    folder = CHECKPOINTS / stage_name / seed_dir(seed) / f"{dataset}-{protocol}"
+    return folder / client_dir(client) if client is not None else folder
+
+
+def _fingerprint(subject: Subject, params: dict, task: Task, config) -> str:
+    """What a task's checkpoint and result stand for: its config, seed, image size and input md5s."""
+    import hashlib
+
+    from dssl.tracking import project_root
+    from dssl.tracking.inputs import input_md5s
 
     seed, dataset, protocol, client = task
+    inputs = [prepared_dir(dataset), *([subject.weights(seed, client)] if subject.pretrained else [])]
+    identity = {"task": list(task), "backbone": subject.backbone, "config": asdict(config),
+                "image_size": params["pretrain"]["image_size"],
+                "inputs": {path: md5 for path, (md5, _) in input_md5s(project_root(), inputs, lock=False).items()}}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@dataclass
+class TaskResult:
+    """A task's result record (the result file's content, without run id), the config it ran with and
+    whether it resumed from a checkpoint or from a finished result of an earlier run of the stage."""
+
+    record: dict[str, Any]
+    config: dict[str, Any]
+    resumed: str   # "no", "checkpoint" or "result"
+
+
+def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str, task: Task) -> TaskResult:
+    """One (seed, dataset, protocol[, client]) (runs in a worker)."""
+    from dssl.evaluation import evaluate
+    from dssl.evaluation.batchnorm import reestimate_batchnorm
+    from dssl.evaluation.progress import Checkpoint
+    from dssl.federation.reproducibility import configure_determinism
+
+    seed, dataset, protocol, client = task
+    config = protocol_config(params, protocol, dataset, subject.backbone)
+    folder, fingerprint = task_folder(stage_name, task), _fingerprint(subject, params, task, config)
+    done = _finished(folder, fingerprint)
+    if done is not None:
+        return TaskResult(done, asdict(config), "result")
+    configure_determinism(True)
     size = params["pretrain"]["image_size"]
     train, test = _downstream(dataset, size)
     weights = subject.weights(seed, client)
-    encoder = _encoder(subject.backbone, size, train.image_shape[0], weights, seed)
+    encoder = _encoder(subject.backbone, size, train.image_shape[0], weights, seed, device)
     sizes = subject.parameter_counts(weights, encoder)
     if subject.pretrained:
         reestimate_batchnorm(encoder, train)
-    result = evaluate(protocol, encoder, train, test, dict(params["evaluate"][protocol]), seed)
-    return {
+    checkpoint = Checkpoint(folder, fingerprint)
+    resumed = "checkpoint" if checkpoint.load() is not None else "no"
+    result = evaluate(protocol, encoder, train, test, config, seed, checkpoint)
+    record = {
         **subject.describe, **sizes, "backbone": subject.backbone, "family": backbone_family(subject.backbone),
         "dataset": dataset, "protocol": protocol, "seed": seed, "n_test": len(test),
         "test_acc": float(result["test_acc"]), "val_acc": float(result["val_acc"]),
         "selected": {k: v for k, v in result.items() if k not in ("test_acc", "val_acc")},
         **({"client": client} if client is not None else {}),
     }
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / RESULT_FILE, {"fingerprint": fingerprint, "record": record})
+    checkpoint.remove()
+    return TaskResult(record, asdict(config), resumed)
+
+
+def _finished(folder: Path, fingerprint: str) -> dict[str, Any] | None:
+    """The record a task of these inputs finished with in an earlier run of the stage, if any."""
+    path = folder / RESULT_FILE
+    if not path.is_file():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except ValueError:
+        return None   # torn or edited: the task runs again
+    return saved["record"] if saved.get("fingerprint") == fingerprint else None
 
 
 def _tasks(params: dict, subject: Subject, seeds: list[int]) -> list[Task]:
@@ -125,30 +210,45 @@ def _tasks(params: dict, subject: Subject, seeds: list[int]) -> list[Task]:
             for client in (subject.clients or (None,))]
 
 
-def mean_over_clients(results: list[tuple[dict, float]]) -> list[tuple[dict, float]]:
+def mean_over_clients(results: list[tuple[TaskResult, float]]) -> list[tuple[TaskResult, float]]:
     """Stand-alone results, one per (seed, dataset, protocol): the mean test and validation accuracy over
     the clients' own encoders, each client's kept under ``clients`` (paper B's stand-alone row: every
     client trains and is evaluated on its own)."""
-    groups: dict[tuple, list[tuple[dict, float]]] = {}
-    for record, rss in results:
-        groups.setdefault((record["seed"], record["dataset"], record["protocol"]), []).append((record, rss))
+    groups: dict[tuple, list[tuple[TaskResult, float]]] = {}
+    for outcome, rss in results:
+        record = outcome.record
+        groups.setdefault((record["seed"], record["dataset"], record["protocol"]), []).append((outcome, rss))
     merged = []
     for members in groups.values():
-        records = [record for record, _ in members]
+        records = [outcome.record for outcome, _ in members]
         first = {k: v for k, v in records[0].items() if k != "client"}
-        merged.append(({**first,
-                        "test_acc": sum(r["test_acc"] for r in records) / len(records),
-                        "val_acc": sum(r["val_acc"] for r in records) / len(records),
-                        "clients": {str(r["client"]): r["test_acc"] for r in records},
-                        "selected": {str(r["client"]): r["selected"] for r in records}},
+        record = {**first,
+                  "test_acc": sum(r["test_acc"] for r in records) / len(records),
+                  "val_acc": sum(r["val_acc"] for r in records) / len(records),
+                  "clients": {str(r["client"]): r["test_acc"] for r in records},
+                  "selected": {str(r["client"]): r["selected"] for r in records}}
+        resumed = {outcome.resumed for outcome, _ in members}
+        merged.append((TaskResult(record, members[0][0].config, "no" if resumed == {"no"} else "partly"),
                        max(rss for _, rss in members)))
     return merged
 
 
+def _device(params: dict, subject: Subject, tasks: list[Task]) -> str:
+    """The stage's device from every task's config (``device``), resolved before any task starts."""
+    requests = {f"evaluate.{protocol}.device ({dataset})":
+                protocol_config(params, protocol, dataset, subject.backbone).device
+                for _, dataset, protocol, _ in tasks}
+    return str(stage_device(requests))
+
+
 def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
+    from dssl.training import preemption
+
     params = stage.params
     tasks = _tasks(params, subject, stage.seeds)
-    results = run_tasks(partial(_evaluate_task, subject, params), tasks)
+    device = _device(params, subject, tasks)
+    preemption.install()
+    results = run_tasks(partial(_evaluate_task, subject, params, stage.stage_name, device), tasks, device)
     if subject.clients:
         results = mean_over_clients(results)
     read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", *params["evaluate"]["protocols"][subject.framework])},
@@ -156,21 +256,31 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     strategy = subject.describe.get("strategy")
     if strategy:
         read["strategies"] = {strategy: params["strategies"][strategy]}
+    out, machine = metrics_dir(subject.framework, subject.cell), hardware_label()
+    files = [Path(seed_dir(o.record["seed"])) / f"{o.record['dataset']}-{o.record['protocol']}.json" for o, _ in results]
     records = [
         StageRecord(stage.stage_name, read, {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss,
+                                             "resumed": float(outcome.resumed != "no"),
                                              **{f"test_acc client {c}": a for c, a in (r.get("clients") or {}).items()}},
                     inputs=[prepared_dir(r["dataset"]), *inputs, *subject.seed_inputs(r["seed"])],
-                    run=f"{seed_dir(r['seed'])}/{r['dataset']}-{r['protocol']}", seed=r["seed"])
-        for r, rss in results
+                    run=f"{seed_dir(r['seed'])}/{r['dataset']}-{r['protocol']}", seed=r["seed"],
+                    tags={"resumed": outcome.resumed, "device": device}, run_params=outcome.config)
+        for (outcome, rss), r in zip(results, (o.record for o, _ in results))
     ]
-    run_ids = stage.log_runs(records)
-    out, machine = metrics_dir(subject.framework, subject.cell), hardware_label()
+    unavailable = None
+    try:
+        run_ids = stage.log_runs(records, patch=[[stage.root / out / file] for file in files])
+    except TrackingUnavailable as err:   # the results are kept; the runs wait in the outbox
+        run_ids, unavailable = err.run_ids, err
     with atomic_dir(out) as tmp:
-        for (record, _), run_id in zip(results, run_ids):
-            path = tmp / seed_dir(record["seed"]) / f"{record['dataset']}-{record['protocol']}.json"
-            path.parent.mkdir(exist_ok=True)
-            record = {**record, "stage": stage.stage_name, "mlflow_run_id": run_id, "hardware": machine}
-            path.write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+        for (outcome, _), file, run_id in zip(results, files, run_ids):
+            (tmp / file).parent.mkdir(exist_ok=True)
+            write_json(tmp / file, {**outcome.record, "stage": stage.stage_name, "mlflow_run_id": run_id,
+                                    "hardware": machine})
+    if unavailable is not None:
+        raise unavailable
+    for task in tasks:   # outputs and runs complete: the tasks' results are no longer needed
+        (task_folder(stage.stage_name, task) / RESULT_FILE).unlink(missing_ok=True)
     return out
 
 

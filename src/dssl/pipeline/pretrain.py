@@ -6,15 +6,22 @@ clients one folder ``seed-<s>/client-<c>/`` each).
 
 Seed s fixes the initial weights (the same for every framework and partition, so conditions pair by
 seed) and every random stream of the run. Seeds train side by side on the cores (``workers``).
+A training section (``pretrain.<framework>.train``, or a strategy entry's ``train``) may set the step
+options (``dssl.training.options``: ``device``, ``precision``, ``channels_last``, ``compile``); the
+device is resolved before anything is loaded, and a ``cuda`` request without a GPU stops the stage.
+A SIGTERM or SIGUSR1 stops the stage after the round under way, its checkpoint written
+(``training.preemption``).
 Checkpoints go to ``checkpoints/<stage>/seed-<s>/`` (outside the stage's DVC outputs, which DVC deletes
 before a run), so a killed stage resumes each seed from its last completed round; the final weights
-equal those of an uninterrupted run. The outputs are written only when every seed has completed.
+equal those of an uninterrupted run. The outputs are written only when every seed has completed; then
+the stage's checkpoints are removed (as an evaluation stage removes its own).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -23,12 +30,12 @@ from typing import Any
 from dssl.config.sections import backbone_family
 from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
-from dssl.pipeline.workers import client_worker_count, device, run_tasks
+from dssl.pipeline.workers import client_worker_count, run_tasks, stage_device
 from dssl.tracking import StageRecord
 from dssl.tracking.lineage import hardware
 
 
-def build_method(params: dict, model: str, seed: int):
+def build_method(params: dict, model: str, seed: int, device: str = "cpu"):
     """The model's SSL method, initialised from the run's seed (same seed -> same initial weights).
 
     Its hyper-parameters: the pretraining dataset's view defaults (``DatasetEntry.view_hparams``: no
@@ -46,7 +53,7 @@ def build_method(params: dict, model: str, seed: int):
     torch.manual_seed(seed)
     method = create_method(spec["method"], spec["backbone"], pretrain["image_size"], train.image_shape[0],
                            **hparams)
-    return method.to(device()), train
+    return method.to(device), train
 
 
 def load_pretrain_set(params: dict):
@@ -73,6 +80,7 @@ class Cell:
     read: dict          # exactly the params the stage reads
     inputs: tuple[Path, ...] = field(default=())
     strategy: str | None = None   # the name of a 'strategies' entry (FL, DecL)
+    device: str = "cpu"           # resolved from the training section's ``device``
 
     @property
     def cell(self) -> str:
@@ -106,7 +114,7 @@ def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict)
     parameters = {"method": sum(p.numel() for p in method.parameters()),
                   "encoder": sum(p.numel() for p in method.encoder.parameters())}
     history = {"stage": cell.stage, "seed": seed, "params": cell.read, **extra, "parameters": parameters,
-               "hardware": hardware(),
+               "hardware": hardware(), "device": cell.device,
                "schedule": result.schedule,
                "rounds": result.metrics, "resumed_rounds": result.resumed_rounds,
                "final_model_index": result.final_index}
@@ -137,11 +145,17 @@ def _run_cell(stage: Stage, cell: Cell, train, tasks: list[Task] | None = None) 
     """Every task of the cell (default: one per seed) into one atomically written folder, then one
     MLflow run per task. ``train(cell, params, out, task)`` trains one task into ``out`` and returns
     its metrics; ``run_seed(cell, params, seed)`` functions are wrapped by ``_train_seed``."""
+    from dssl.training import preemption
+
     out = model_dir(cell.framework, cell.cell)
     if tasks is None:
         tasks, train = [Task(seed) for seed in stage.seeds], partial(_train_seed, train)
+    preemption.install()
     with atomic_dir(out) as tmp:
-        results = run_tasks(partial(train, cell, stage.params, tmp), tasks)
+        results = run_tasks(partial(train, cell, stage.params, tmp), tasks, _torch_device(cell.device))
+    # The outputs hold every seed now: the checkpoints (a DecL cell's are every client's state, ~0.5-1 GB
+    # per seed at paper scale) only aided resumption, and a rerun that changes anything restarts anyway.
+    shutil.rmtree(CHECKPOINTS / cell.stage, ignore_errors=True)
     records = [
         StageRecord(stage.stage_name, cell.read, {**metrics, "worker_peak_rss_mb": rss},
                     artifacts=[out / task.folder / "history.json"],
@@ -165,11 +179,38 @@ def build_strategy(spec: dict):
     return create_strategy(spec["name"], **options), {k: spec[k] for k in ("mixing", "order") if k in spec}
 
 
-def train_schedule(params: dict, framework: str, strategy: str) -> dict:
+def train_schedule(params: dict, framework: str, strategy: str | None = None) -> dict:
     """The framework's training schedule (``pretrain.<framework>.train``) with the strategy entry's own
     ``train`` overrides: a grid that needs another schedule (paper A's Table 2 trains 200 rounds of 10
     local epochs) names an entry that says so, and the entry, part of the stage name, carries it."""
-    return {**params["pretrain"][framework]["train"], **(params["strategies"][strategy].get("train") or {})}
+    override = params["strategies"][strategy].get("train") if strategy else None
+    return {**params["pretrain"][framework]["train"], **(override or {})}
+
+
+def schedule_device(params: dict, framework: str, strategy: str | None = None) -> str:
+    """The device of a training section (resolved now: a missing GPU stops the stage here)."""
+    override = (params["strategies"][strategy].get("train") or {}) if strategy else {}
+    where = (f"strategies.{strategy}.train.device" if "device" in override
+             else f"pretrain.{framework}.train.device")
+    return str(stage_device({where: train_schedule(params, framework, strategy).get("device", "auto")}))
+
+
+def simulator_config(schedule: dict) -> dict:
+    """A training section as the simulator's config takes it: everything but the device."""
+    return {key: value for key, value in schedule.items() if key != "device"}
+
+
+def _torch_device(name: str):
+    import torch
+
+    return torch.device(name)
+
+
+def stop_when_asked(record: dict) -> None:
+    """Called after each round's checkpoint: leave if a SIGTERM / SIGUSR1 asked to (``preemption``)."""
+    from dssl.training.preemption import stop_if_requested
+
+    stop_if_requested(f"after round {record['round']}")
 
 
 def strategy_record(strategy) -> dict:
@@ -181,15 +222,15 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
     from dssl.data.partition import load_partition
     from dssl.federation import FLConfig, FLSimulator, clients_from_partition
 
-    method, train_set = build_method(params, cell.model, seed)
+    method, train_set = build_method(params, cell.model, seed, cell.device)
     clients = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))
-    config = FLConfig.from_dict({**train_schedule(params, "fl", cell.strategy), "seed": seed,
+    config = FLConfig.from_dict({**simulator_config(train_schedule(params, "fl", cell.strategy)), "seed": seed,
                                  "optimizer": optimizer_config(params, cell.model)})
     strategy, _ = build_strategy(params["strategies"][cell.strategy])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart",
                             client_workers=client_worker_count())
-    return method, simulator.run(), strategy_record(strategy)
+    return method, simulator.run(stop_when_asked), strategy_record(strategy)
 
 
 def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -> Path:
@@ -198,7 +239,8 @@ def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -
     read = _params_read(params, model, {"fl": {"train": params["pretrain"]["fl"]["train"]}},
                         partitions={partition: params["partitions"][partition]},
                         strategies={strategy: params["strategies"][strategy]})
-    cell = Cell(stage.stage_name, "fl", model, partition, read, (partition_dir(partition),), strategy)
+    cell = Cell(stage.stage_name, "fl", model, partition, read, (partition_dir(partition),), strategy,
+                schedule_device(params, "fl", strategy))
     return _run_cell(stage, cell, _fl_seed)
 
 
@@ -211,7 +253,7 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     from dssl.topology.graphs import load_graph
     from dssl.topology.mixing import COLUMN_STOCHASTIC, DEFAULT_RULE, mixing_matrix
 
-    method, train_set = build_method(params, cell.model, seed)
+    method, train_set = build_method(params, cell.model, seed, cell.device)
     partition = load_partition(partition_dir(graph_partition(params, cell.place)))
     clients = clients_from_partition(train_set, partition)
     adjacency = load_graph(graph_file(cell.place))[0].adjacency
@@ -219,14 +261,14 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     strategy, round_options = build_strategy(params["strategies"][cell.strategy])
     rule = round_options.pop("mixing", DEFAULT_RULE)
     mixing = mixing_matrix(adjacency, rule, sizes)
-    config = DecLConfig.from_dict({**train_schedule(params, "decl", cell.strategy), **round_options, "seed": seed,
-                                   "optimizer": optimizer_config(params, cell.model)})
+    config = DecLConfig.from_dict({**simulator_config(train_schedule(params, "decl", cell.strategy)), **round_options,
+                                   "seed": seed, "optimizer": optimizer_config(params, cell.model)})
     simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart",
                               client_workers=client_worker_count())
     extra = {"mixing": mixing.tolist(), "mixing_rule": rule, "order": config.order, **strategy_record(strategy)}
-    return method, simulator.run(), extra
+    return method, simulator.run(stop_when_asked), extra
 
 
 def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> Path:
@@ -237,18 +279,21 @@ def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> 
     partition = graph_partition(params, graph)
     read = _params_read(params, model, {"decl": {"train": params["pretrain"]["decl"]["train"]}},
                         graphs={graph: graph_spec(params, graph)}, strategies={strategy: params["strategies"][strategy]})
-    cell = Cell(stage.stage_name, "decl", model, graph, read, (partition_dir(partition), graph_file(graph)), strategy)
+    cell = Cell(stage.stage_name, "decl", model, graph, read, (partition_dir(partition), graph_file(graph)), strategy,
+                schedule_device(params, "decl", strategy))
     return _run_cell(stage, cell, _decl_seed)
 
 
 def train_alone(method, data, schedule: dict, seed: int, optimizer: dict, checkpoint_dir: Path, run_config: dict):
     """``data`` (one client's, or the pooled set) trained for ``schedule['epochs']`` epochs in one continuous
     run: one optimizer for the whole run, as in centralised training. It is a one-client FL run of one
-    round, so it shares the simulator's training loop, checkpoints and bit-identical resumption."""
+    round, so it shares the simulator's training loop, checkpoints and bit-identical resumption (its one
+    round is its only checkpoint: a stop request ends it after that round)."""
     from dssl.federation import FLConfig, FLSimulator, create_strategy
 
+    steps = {key: value for key, value in simulator_config(schedule).items() if key not in ("epochs", "batch_size")}
     config = FLConfig.from_dict({"rounds": 1, "local_epochs": schedule["epochs"], "clients_per_round": 1,
-                                 "batch_size": schedule["batch_size"], "seed": seed, "optimizer": optimizer})
+                                 "batch_size": schedule["batch_size"], "seed": seed, "optimizer": optimizer, **steps})
     simulator = FLSimulator(method, [data], create_strategy("fedavg"), config, checkpoint_dir=checkpoint_dir,
                             run_config=run_config, on_mismatch="restart")
     return simulator.run()
@@ -260,7 +305,7 @@ def _central_seed(cell: Cell, params: dict, seed: int):
 
     from dssl.federation import ClientData
 
-    method, train_set = build_method(params, cell.model, seed)
+    method, train_set = build_method(params, cell.model, seed, cell.device)
     pooled = ClientData(train_set, np.arange(len(train_set), dtype=np.int64))
     result = train_alone(method, pooled, params["pretrain"]["central"]["train"], seed,
                          optimizer_config(params, cell.model), CHECKPOINTS / cell.stage / seed_dir(seed),
@@ -271,7 +316,8 @@ def _central_seed(cell: Cell, params: dict, seed: int):
 def run_central(model: str, params_path: Path | str) -> Path:
     stage = Stage("pretrain_central", model, params_path)
     read = _params_read(stage.params, model, {"central": {"train": stage.params["pretrain"]["central"]["train"]}})
-    return _run_cell(stage, Cell(stage.stage_name, "central", model, None, read), _central_seed)
+    return _run_cell(stage, Cell(stage.stage_name, "central", model, None, read,
+                                 device=schedule_device(stage.params, "central")), _central_seed)
 
 
 def stand_alone_clients(params: dict, partition: str) -> list[int]:
@@ -294,7 +340,7 @@ def _local_client(cell: Cell, params: dict, out: Path, task: Task) -> dict[str, 
     from dssl.data.partition import load_partition
     from dssl.federation import clients_from_partition
 
-    method, train_set = build_method(params, cell.model, task.seed)
+    method, train_set = build_method(params, cell.model, task.seed, cell.device)
     data = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))[task.client]
     result = train_alone(method, data, params["pretrain"]["local"]["train"], task.seed,
                          optimizer_config(params, cell.model), CHECKPOINTS / cell.stage / task.folder,
@@ -310,7 +356,8 @@ def run_local(model: str, partition: str, params_path: Path | str) -> Path:
     clients = stand_alone_clients(params, partition)
     local = params["pretrain"]["local"]
     read = _params_read(params, model, {"local": {key: local[key] for key in ("train", "clients") if key in local}})
-    cell = Cell(stage.stage_name, "local", model, partition, read, (partition_dir(partition),))
+    cell = Cell(stage.stage_name, "local", model, partition, read, (partition_dir(partition),),
+                device=schedule_device(params, "local"))
     return _run_cell(stage, cell, _local_client, [Task(seed, client) for seed in stage.seeds for client in clients])
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dssl.config.checker import Checker, ParamsError
-from dssl.config.params import load_params
+from dssl.config.params import load_params, params_root
 from dssl.reporting.sections import check_report_params
 from dssl.theory.sweep import check_theory_params
 
@@ -23,7 +23,7 @@ REGISTRY_CHECKS = (check_report_params, check_theory_params)
 def load_params_fully(path: Path | str) -> dict:
     """``load_params`` plus every registry check; one ParamsError listing the problems."""
     params = load_params(path)
-    checker = Checker(params, Path(path).resolve().parent)
+    checker = Checker(params, params_root(path))
     for check in REGISTRY_CHECKS:
         check(checker)
     if checker.problems:

@@ -66,7 +66,9 @@ def try_delegate(argv: list[str], root: Path) -> int | None:
         if reply is None or "refused" in reply:
             return None
         child = int(reply["pid"])
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        # the stage runs in the server's child: pass on what the caller gets (SIGUSR1: a scheduler's
+        # "checkpoint and stop", dssl.training.preemption)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
             signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
         done = _read_json(conn)
         return int(done["status"]) if done else 1

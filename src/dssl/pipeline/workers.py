@@ -42,26 +42,40 @@ def client_worker_count() -> int:
     return int(value)
 
 
-def worker_count(tasks: int) -> int:
-    """DSSL_WORKERS if set; 1 under Snakemake (it runs one job per core itself), on a GPU (one
-    process owns the device) and with client workers (a pool worker may not fork them); else every
-    task at once, up to TASKS_PER_CORE per core."""
+def worker_count(tasks: int, device=None) -> int:
+    """DSSL_WORKERS if set; 1 under Snakemake (it runs one job per core itself), on an accelerator
+    ``device`` (one process owns it) and with client workers (a pool worker may not fork them); else
+    every task at once, up to TASKS_PER_CORE per core."""
     if client_worker_count() > 1:
         wanted = 1
     elif os.environ.get("DSSL_WORKERS"):
         wanted = int(os.environ["DSSL_WORKERS"])
-    elif os.environ.get("DSSL_ENGINE") == "snakemake" or device().type != "cpu":
+    elif os.environ.get("DSSL_ENGINE") == "snakemake" or (device is not None and device.type != "cpu"):
         wanted = 1
     else:
         wanted = TASKS_PER_CORE * available_cores()
     return max(1, min(wanted, tasks))
 
 
-def device():
-    """DSSL_DEVICE (e.g. 'cpu', 'cuda:1'), else the first GPU when there is one, else the CPU."""
-    import torch
+def stage_device(requests: dict[str, str]):
+    """The one device a stage trains on, from its params: ``requests`` maps each params key that sets a
+    device (``pretrain.fl.train.device``, ``evaluate.finetune.device``) to its value (absent: ``auto``).
 
-    return torch.device(os.environ.get("DSSL_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu"))
+    Resolved before any data is loaded, so a ``cuda`` request without a GPU stops the stage at once
+    (``StageError`` naming the key); keys that resolve to different devices are refused too.
+    """
+    from dssl.pipeline.common import StageError
+    from dssl.training.device import DeviceError, resolve_device
+
+    try:
+        devices = {key: resolve_device(value, key) for key, value in requests.items()} or {"": resolve_device()}
+    except DeviceError as err:
+        raise StageError(str(err)) from err
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"{key} -> {device}" for key, device in devices.items())
+        raise StageError(f"one stage runs on one device, but its params ask for several ({listed}); "
+                         "give them the same device")
+    return next(iter(devices.values()))
 
 
 def _single_thread() -> None:
@@ -79,13 +93,14 @@ def _run_one(job: tuple[Callable[[Task], Result], Task]) -> tuple[Result, float]
     return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def run_tasks(function: Callable[[Task], Result], tasks: Sequence[Task]) -> list[tuple[Result, float]]:
+def run_tasks(function: Callable[[Task], Result], tasks: Sequence[Task], device=None) -> list[tuple[Result, float]]:
     """``function(task)`` for every task, in order, with (result, peak RSS MiB) per task.
 
     ``function`` must be a module-level function (or a partial of one): workers receive it pickled.
+    ``device``: where the tasks train (an accelerator: one task at a time, in this process).
     """
     jobs = [(function, task) for task in tasks]
-    workers = worker_count(len(jobs))
+    workers = worker_count(len(jobs), device)
     _single_thread()
     if workers == 1:
         return [_run_one(job) for job in jobs]

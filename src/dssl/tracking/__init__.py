@@ -1,16 +1,25 @@
-"""Experiment tracking: every stage run becomes one MLflow run with its lineage."""
+"""Experiment tracking: every stage run becomes one MLflow run with its lineage.
+
+Input md5s come from where they were computed already (``inputs``); runs the store cannot take wait in
+an outbox and are logged later (``outbox``, ``sync``, ``dssl tracking sync``).
+"""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dssl.tracking.lineage import content_hash, engine, git_state, hardware, params_hash
+from dssl.tracking import outbox
+from dssl.tracking.inputs import input_md5s
+from dssl.tracking.lineage import engine, git_state, hardware, params_hash
 from dssl.tracking.mlflow_store import init_store, project_root, tracking_uri
+from dssl.tracking.outbox import TrackingUnavailable
 
-__all__ = ["StageRecord", "log_stage", "log_stages", "init_store", "project_root", "stage_runs", "tracking_uri"]
+__all__ = ["StageRecord", "TrackingUnavailable", "log_stage", "log_stages", "init_store", "project_root",
+           "stage_runs", "sync", "tracking_uri"]
 
 
 BATCH = 100
@@ -46,6 +55,9 @@ class StageRecord:
     tags: dict[str, str] = field(default_factory=dict)
     run: str = ""
     seed: int | None = None
+    # What this run resolved from the params it read (an evaluation's per-dataset config): logged as
+    # params under "run.", outside params_hash, which stays the hash of the params the stage read.
+    run_params: dict = field(default_factory=dict)
 
     @property
     def run_name(self) -> str:
@@ -53,12 +65,14 @@ class StageRecord:
 
 
 def _run_tags(record: StageRecord, profile: str, root: Path, common: dict[str, str]) -> dict[str, str]:
+    inputs = input_md5s(root, record.inputs)
     tags = {
         "stage": record.stage,
         "profile": profile,
         "params_hash": params_hash(record.params),
         **common,
-        **{f"input.{Path(p).as_posix()}": content_hash(root / p) for p in record.inputs},
+        **{f"input.{path}": md5 for path, (md5, _) in inputs.items()},
+        **{f"input_source.{path}": source for path, (_, source) in inputs.items()},
         **record.tags,
     }
     if record.seed is not None:
@@ -68,34 +82,100 @@ def _run_tags(record: StageRecord, profile: str, root: Path, common: dict[str, s
     return tags
 
 
-def log_stages(records: list[StageRecord], profile: str, root: Path | None = None) -> list[str]:
-    """Log finished stage runs to the project's MLflow store, one batch call each; returns run ids."""
-    import mlflow
+def run_payload(record: StageRecord, profile: str, root: Path, common: dict[str, str]) -> dict:
+    """Everything one MLflow run carries, as plain values: what a deferred run keeps in the outbox."""
+    flat: dict[str, str] = {}
+    _flatten("", record.params, flat)
+    if record.run_params:
+        _flatten("run", record.run_params, flat)
+    return {"profile": profile, "run_name": record.run_name, "start_time": int(time.time() * 1000),
+            "tags": _run_tags(record, profile, root, common), "params": flat,
+            "metrics": {k: float(v) for k, v in record.metrics.items()},
+            "artifacts": [str(root / artifact) for artifact in record.artifacts]}
+
+
+def send(client, experiment_id: str, payload: dict) -> str:
+    """Log one run from its payload (one batch call per 100 entries); returns the run id."""
     from mlflow.entities import Metric, Param, RunTag
 
+    run = client.create_run(experiment_id, run_name=payload["run_name"], start_time=payload["start_time"])
+    now = payload["start_time"]
+    metrics = [Metric(metric_name(k), v, now, 0) for k, v in payload["metrics"].items()]
+    params = [Param(metric_name(k), v) for k, v in payload["params"].items()]
+    run_tags = [RunTag(k, v) for k, v in payload["tags"].items()]
+    # MLflow caps one batch at 1000 metrics, 100 params and 100 tags.
+    for start in range(0, max(len(metrics), len(params), len(run_tags)), BATCH):
+        client.log_batch(run.info.run_id, metrics=metrics[start:start + BATCH],
+                         params=params[start:start + BATCH], tags=run_tags[start:start + BATCH])
+    for artifact in payload["artifacts"]:
+        client.log_artifact(run.info.run_id, artifact)
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def log_stages(records: list[StageRecord], profile: str, root: Path | None = None,
+               patch: list[list[Path]] | None = None) -> list[str]:
+    """Log finished stage runs to the project's MLflow store; returns run ids.
+
+    A run identical to one logged before by ``dssl tracking sync`` or by a partly logged stage (same
+    stage, run name, params, inputs and code; ``outbox``) is not logged again: its id is returned.
+    When the store cannot be reached, the runs not yet logged wait in the outbox (with ``patch[i]``,
+    the files that should carry run i's id) and ``TrackingUnavailable`` is raised, holding the ids of
+    the runs that were logged.
+    """
     root = root or project_root()
-    experiment_id = init_store(root, profile)
-    client = mlflow.MlflowClient(tracking_uri=tracking_uri(root))
     common = {**git_state(root), **engine(), **hardware()}
-    run_ids = []
-    for record in records:
-        flat: dict[str, str] = {}
-        _flatten("", record.params, flat)
-        tags = _run_tags(record, profile, root, common)
-        run = client.create_run(experiment_id, run_name=record.run_name)
-        now = int(time.time() * 1000)
-        metrics = [Metric(metric_name(k), float(v), now, 0) for k, v in record.metrics.items()]
-        params = [Param(metric_name(k), v) for k, v in flat.items()]
-        run_tags = [RunTag(k, v) for k, v in tags.items()]
-        # MLflow caps one batch at 1000 metrics, 100 params and 100 tags.
-        for start in range(0, max(len(metrics), len(params), len(run_tags)), BATCH):
-            client.log_batch(run.info.run_id, metrics=metrics[start:start + BATCH],
-                             params=params[start:start + BATCH], tags=run_tags[start:start + BATCH])
-        for artifact in record.artifacts:
-            client.log_artifact(run.info.run_id, str(root / artifact))
-        client.set_terminated(run.info.run_id)
-        run_ids.append(run.info.run_id)
+    payloads = [run_payload(record, profile, root, common) for record in records]
+    patch = patch or [[] for _ in records]
+    run_ids: list[str | None] = [outbox.logged_id(root, payload) for payload in payloads]
+    try:
+        if not all(run_ids):
+            client, experiment_id = _client(root, profile)
+        for index, payload in enumerate(payloads):
+            if run_ids[index] is None:
+                run_ids[index] = send(client, experiment_id, payload)
+    except Exception as error:  # noqa: BLE001 - filtered by is_unreachable
+        if not outbox.is_unreachable(error):
+            raise
+        for index, payload in enumerate(payloads):
+            if run_ids[index] is None:
+                outbox.defer(root, payload, patch[index])
+            else:
+                outbox.remember(root, payload, run_ids[index])
+        waiting = sum(run_id is None for run_id in run_ids)
+        raise outbox.TrackingUnavailable(
+            f"the tracking store {tracking_uri(root)} cannot be reached ({type(error).__name__}: "
+            f"{str(error).splitlines()[0][:300]}); the results are written, and {waiting} of {len(run_ids)} "
+            f"runs wait in {root / outbox.OUTBOX_DIR}: log them with `dssl tracking sync` once the store is "
+            "back, or run this command again", run_ids) from error
     return run_ids
+
+
+def _client(root: Path, profile: str):
+    import mlflow
+
+    experiment_id = init_store(root, profile)
+    return mlflow.MlflowClient(tracking_uri=tracking_uri(root)), experiment_id
+
+
+def sync(root: Path) -> tuple[int, list[str]]:
+    """Log every run waiting in the outbox; returns how many were logged and the problems left."""
+    logged, problems = 0, []
+    for path in outbox.pending(root):
+        payload = json.loads(path.read_text())
+        patch = payload.pop("patch", [])
+        try:
+            client, experiment_id = _client(root, payload["profile"])
+            run_id = outbox.logged_id(root, payload) or send(client, experiment_id, payload)
+        except Exception as error:  # noqa: BLE001 - reported, the entry stays
+            if not outbox.is_unreachable(error):
+                raise
+            problems.append(f"{payload['run_name']}: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+            break   # the store is still away: the rest would fail the same way
+        outbox.remember(root, payload, run_id)
+        outbox.settle(root, payload, run_id, patch)
+        logged += 1
+    return logged, problems
 
 
 def log_stage(record: StageRecord, profile: str, root: Path | None = None) -> str:

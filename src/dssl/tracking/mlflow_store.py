@@ -23,9 +23,10 @@ EXPERIMENT_PREFIX = "dssl"
 
 
 def project_root(start: Path | None = None) -> Path:
-    """The folder holding params.yaml/dvc.yaml: DVC_ROOT when DVC runs us, else the nearest parent."""
-    if os.environ.get("DVC_ROOT"):
-        return Path(os.environ["DVC_ROOT"]).resolve()
+    """The root of the pipeline a stage runs in: the nearest folder, from the working directory up,
+    holding a dvc.yaml or the Snakefile. That is the project for params.yaml and a params file's own
+    pipeline folder (runs/<profile>/) for any other, where DVC and Snakemake run its stages; its
+    tracking store, outputs and inputs all lie there."""
     here = (start or Path.cwd()).resolve()
     for folder in [here, *here.parents]:
         if (folder / "dvc.yaml").exists() or (folder / "Snakefile").exists():

@@ -94,7 +94,7 @@ class MARStrategy(Strategy):
         gamma = self.gamma(ctx)
         term = alignment_loss(self.hparams["alignment"], z, z_bar.to(z.device), self.hparams["sigma"])
         return {**out, "method_loss": out["loss"], "loss": out["loss"] + gamma * term,
-                "alignment": term.detach(), "gamma": torch.tensor(gamma, device=term.device)}
+                "alignment": term.detach(), "gamma": term.new_full((), gamma)}   # a fill, not a host copy
 
     def _remember(self, ctx: ClientContext, z: torch.Tensor) -> None:
         """Keep what the client will send: its last full-size batch, or the running sum of batches."""

@@ -45,17 +45,20 @@ def protocol_name(protocol: str) -> str:
 
 
 def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None,
-                strategy: str | None = "fedavg") -> pd.DataFrame:
+                strategy: str | None = "fedavg", partitions: list[str] | None = None) -> pd.DataFrame:
     """The result rows of Table 1 (FL cells and reference rows) with their ``row`` and ``setting``.
 
     FL rows: scheme iid -> IID, dirichlet_* -> L/non-IID, feature -> F/non-IID (the min-size Dirichlet
-    only where the balanced one is absent). Reference rows "random init + <family>" and
-    "central <method> + <family>" fill the IID column: they do not depend on the partition.
+    only where the balanced one is absent), on ``partitions`` only when given. Reference rows
+    "random init + <family>" and "central <method> + <family>" fill the IID column: they do not
+    depend on the partition.
     """
     runs = results[results["protocol"] == protocol]
     if dataset is not None:
         runs = runs[runs["dataset"] == dataset]
     fl = runs[(runs["framework"] == "fl") & runs["scheme"].isin(SCHEME_SETTING)]
+    if partitions is not None:
+        fl = fl[fl["partition"].isin(partitions)]
     if strategy is not None and "strategy" in fl:   # Table 1 is one strategy (FedAvg); MAR has its own sections
         fl = fl[fl["strategy"].isna() | (fl["strategy"] == strategy)]
     fl = fl.assign(row=[row_label(m, f) for m, f in zip(fl["method"], fl["family"])],
@@ -82,7 +85,8 @@ def _check_cells(cells: pd.DataFrame) -> None:
             cell = counts[counts > 1].index[0]
             found = sorted(cells.set_index(CELL).loc[cell, column].dropna().unique())
             raise ValueError(f"Table 1 cell {cell} mixes {column}s {found}; filter the results to one "
-                             f"{column} per cell before building the table")
+                             f"{column} per cell before building the table (report.sections.table1."
+                             "partitions names the partitions of its columns)")
     repeated = cells[cells.duplicated([*CELL, "seed"], keep=False)]
     if not repeated.empty:
         raise ValueError(f"Table 1 cell {tuple(repeated.iloc[0][CELL])} has seed {repeated.iloc[0]['seed']} "
@@ -143,17 +147,21 @@ def _cell_text(cell: pd.Series, iid_mean: float | None, setting: str) -> str:
 @register_section("table1")
 class Table1(ReportSection):
     """Paper A's Table 1 with the protocol the run can afford; ``dataset``: one column group (default all);
-    ``strategy``: the strategy entry of its FL rows (paper A's FedAvg)."""
+    ``strategy``: the strategy entry of its FL rows (paper A's FedAvg); ``partitions``: the partitions of
+    its columns (default every one; name them when another grid trains the same cells on more
+    partitions of one scheme, as Fig. 2b's label-skew sweep does)."""
 
-    def __init__(self, protocol: str = "finetune", dataset: str | None = None, strategy: str = "fedavg") -> None:
+    def __init__(self, protocol: str = "finetune", dataset: str | None = None, strategy: str = "fedavg",
+                 partitions: list[str] | None = None) -> None:
         self.protocol, self.dataset, self.strategy = protocol, dataset, strategy
+        self.partitions = list(partitions) if partitions is not None else None
 
     @property
     def title(self) -> str:  # type: ignore[override]
         return f"Table 1: FL pretraining under IID and non-IID data ({protocol_name(self.protocol)})"
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
-        self._runs = table1_runs(ctx.results, self.protocol, self.dataset, self.strategy)
+        self._runs = table1_runs(ctx.results, self.protocol, self.dataset, self.strategy, self.partitions)
         return table1_cells(self._runs) if not self._runs.empty else pd.DataFrame()
 
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:

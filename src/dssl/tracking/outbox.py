@@ -1,0 +1,103 @@
+"""Runs that wait for the tracking store: written to a folder when it cannot be reached, logged later.
+
+A stage's results are on disk before it logs; when the store (the SQLite file, or a tracking server)
+cannot be reached, the runs it could not log go to ``mlflow-outbox/pending/`` as JSON files: the
+run's name, params, metrics, tags (input md5s and code version as they were at the time) and
+artifacts, and the result files that should carry the run's id. ``dssl tracking sync`` logs them
+and writes each run id into those files; the stage run again does the same for its own runs.
+
+``mlflow-outbox/logged/`` remembers, by the run's identity (stage, run name, params hash, inputs,
+code version), the runs logged by ``sync`` or by a stage that could log only some of its runs, so that
+the stage run again after either does not log a run twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+OUTBOX_DIR = "mlflow-outbox"
+
+
+class TrackingUnavailable(RuntimeError):
+    """The tracking store could not be reached; ``run_ids`` holds the ids of the runs that were logged
+    (None for those waiting in the outbox)."""
+
+    def __init__(self, message: str, run_ids: list[str | None]):
+        super().__init__(message)
+        self.run_ids = run_ids
+
+
+def run_key(payload: dict[str, Any]) -> str:
+    """The identity of a run: what it ran (stage, run name, params hash, inputs) and with which code."""
+    tags = payload["tags"]
+    identity = {"run_name": payload["run_name"], "profile": tags.get("profile"),
+                **{k: v for k, v in tags.items() if k in ("stage", "params_hash", "git_commit", "git_dirty")
+                   or k.startswith("input.")}}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _folder(root: Path, kind: str) -> Path:
+    return Path(root) / OUTBOX_DIR / kind
+
+
+def write_json(path: Path, data: Any) -> None:
+    """JSON as every result file is written (one space indent, sorted keys), replaced atomically."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+    os.replace(temporary, path)
+
+
+def defer(root: Path, payload: dict[str, Any], patch: list[Path]) -> Path:
+    """Keep a run that could not be logged; ``patch``: JSON files whose ``mlflow_run_id`` gets its id."""
+    folder = _folder(root, "pending")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{run_key(payload)}.json"
+    write_json(path, {**payload, "patch": [str(Path(p).resolve()) for p in patch]})
+    return path
+
+
+def pending(root: Path) -> list[Path]:
+    folder = _folder(root, "pending")
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def logged_id(root: Path, payload: dict[str, Any]) -> str | None:
+    """The run id of an identical run logged by ``sync`` or by a partly logged stage, if any."""
+    path = _folder(root, "logged") / f"{run_key(payload)}.json"
+    return json.loads(path.read_text())["run_id"] if path.is_file() else None
+
+
+def remember(root: Path, payload: dict[str, Any], run_id: str) -> None:
+    folder = _folder(root, "logged")
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / f"{run_key(payload)}.json", {"run_id": run_id, "run_name": payload["run_name"]})
+
+
+def settle(root: Path, payload: dict[str, Any], run_id: str, patch: list[Path]) -> None:
+    """After a pending run was logged: its id into the files that wait for it, out of the outbox."""
+    for path in map(Path, patch):
+        if path.is_file():
+            record = json.loads(path.read_text())
+            if record.get("mlflow_run_id") is None:
+                write_json(path, {**record, "mlflow_run_id": run_id})
+    (_folder(root, "pending") / f"{run_key(payload)}.json").unlink(missing_ok=True)
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """Whether a logging error means the store cannot be reached (the run can wait), rather than a run
+    the store refuses (a bad value: waiting would not help)."""
+    try:
+        from mlflow.exceptions import MlflowException
+    except ImportError:  # pragma: no cover - MLflow is a dependency
+        MlflowException = ()  # type: ignore[assignment]
+    if isinstance(error, MlflowException):
+        return getattr(error, "error_code", "") in ("INTERNAL_ERROR", "TEMPORARILY_UNAVAILABLE",
+                                                     "REQUEST_LIMIT_EXCEEDED", "ENDPOINT_NOT_FOUND")
+    names = {cls.__name__ for cls in type(error).__mro__}
+    return bool(names & {"OSError", "ConnectionError", "RequestException", "OperationalError", "DBAPIError",
+                         "TimeoutError"})

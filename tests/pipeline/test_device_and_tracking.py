@@ -1,0 +1,124 @@
+"""A stage asked for a GPU that finds none stops before it trains, with one message naming the params
+key; an evaluation stage whose tracking store cannot be reached keeps its results, and its runs are
+logged later by `dssl tracking sync` or by the same command run again, never twice."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from conftest import copy_project
+
+from dssl.cli import EXIT_BAD_INPUT, EXIT_TRACKING_UNAVAILABLE, main
+from dssl.tracking import outbox, stage_runs
+
+UNREACHABLE = "http://127.0.0.1:9"   # the discard port: nothing answers
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Path:
+    """The CI project with its digits prepared (and its tracking store created), once for the module."""
+    root = copy_project(tmp_path_factory.mktemp("prepared"), "configs/ci.yaml")
+    with pytest.MonkeyPatch.context() as patch:
+        _environment(patch, root)
+        assert main(["prepare", "digits"]) == 0
+    return root
+
+
+def _environment(patch, root: Path) -> None:
+    patch.chdir(root)
+    patch.setenv("DSSL_WARM", "0")
+    patch.setenv("DSSL_WORKERS", "1")
+    patch.delenv("DVC_ROOT", raising=False)
+    patch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+@pytest.fixture
+def ci_project(prepared: Path, tmp_path: Path, monkeypatch) -> Path:
+    root = tmp_path / "project"
+    shutil.copytree(prepared, root)
+    _environment(monkeypatch, root)
+    return root
+
+
+def _edit(root: Path, change) -> None:
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    change(params)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is there")
+def test_a_pretraining_stage_asked_for_cuda_stops_before_training(ci_project: Path, capsys) -> None:
+    _edit(ci_project, lambda p: p["pretrain"]["fl"]["train"].update(device="cuda"))
+    capsys.readouterr()
+    assert main(["pretrain_fl", "simsiam-cnn", "fl-iid", "fedavg"]) == EXIT_BAD_INPUT   # the partition is not even there
+    err = capsys.readouterr().err
+    assert err.startswith("error: pretrain.fl.train.device is 'cuda' but torch finds no GPU")
+    assert "set pretrain.fl.train.device: auto" in err and "Traceback" not in err
+    assert not (ci_project / "models").exists() and not (ci_project / "checkpoints").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is there")
+def test_an_evaluation_stage_asked_for_cuda_stops_before_training(ci_project: Path, capsys) -> None:
+    _edit(ci_project, lambda p: p["evaluate"]["linear_probe"].update(device="cuda"))
+    capsys.readouterr()
+    assert main(["evaluate_random", "cnn_small"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "evaluate.linear_probe.device (digits) is 'cuda' but torch finds no GPU" in err
+    assert not (ci_project / "reports/metrics").exists() and not (ci_project / "checkpoints").exists()
+
+
+def _evaluation_runs(root: Path):
+    runs = stage_runs(root, "ci")
+    return runs[runs["stage"] == "evaluate_random@cnn_small"]
+
+
+def _results(root: Path) -> dict[str, dict]:
+    folder = root / "reports/metrics/random"
+    return {str(p.relative_to(folder)): json.loads(p.read_text()) for p in sorted(folder.rglob("*.json"))}
+
+
+def test_results_outlive_an_unreachable_tracking_store(ci_project: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", UNREACHABLE)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    assert main(["evaluate_random", "cnn_small"]) == EXIT_TRACKING_UNAVAILABLE
+    err = capsys.readouterr().err
+    assert f"the tracking store {UNREACHABLE} cannot be reached" in err and "dssl tracking sync" in err
+    written = _results(ci_project)
+    assert len(written) == 2 and all(r["mlflow_run_id"] is None for r in written.values())   # seeds 0, 1
+    assert len(outbox.pending(ci_project)) == 2
+    assert main(["tracking", "sync"]) == EXIT_TRACKING_UNAVAILABLE   # still away: nothing lost
+    assert len(outbox.pending(ci_project)) == 2
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")   # the store is back (the project's SQLite file)
+    assert main(["tracking", "sync"]) == 0
+    synced = _results(ci_project)
+    runs = _evaluation_runs(ci_project)
+    assert sorted(r["mlflow_run_id"] for r in synced.values()) == sorted(runs["run_id"])
+    assert {k: {**r, "mlflow_run_id": None} for k, r in synced.items()} == written
+    assert not outbox.pending(ci_project)
+
+    # the stage run again (as DVC would, the stage having failed) trains nothing and logs nothing new
+    assert main(["evaluate_random", "cnn_small"]) == 0
+    assert _results(ci_project) == synced and len(_evaluation_runs(ci_project)) == 2
+
+
+def test_the_same_command_run_again_logs_what_waits(ci_project: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", UNREACHABLE)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    assert main(["evaluate_random", "cnn_small"]) == EXIT_TRACKING_UNAVAILABLE
+    written = _results(ci_project)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert main(["evaluate_random", "cnn_small"]) == 0
+    again = _results(ci_project)
+    assert {k: {**r, "mlflow_run_id": None} for k, r in again.items()} == written
+    runs = _evaluation_runs(ci_project)
+    assert len(runs) == 2 and sorted(r["mlflow_run_id"] for r in again.values()) == sorted(runs["run_id"])
+    assert set(runs["tags.resumed"]) == {"result"}   # nothing trained the second time
