@@ -75,6 +75,8 @@ class DatasetEntry:
     build: Callable[[dict, Path], dict]
     # Images per split, known without decoding (None when the data folder is not there to count).
     size_of_splits: Callable[[dict], dict[str, int] | None]
+    # [C, H, W] of the prepared images (the pipeline resizes them to pretrain.image_size as it reads them).
+    prepared_shape: Callable[[dict], tuple[int, int, int]] = lambda spec: (3, spec["image_size"], spec["image_size"])
     # Images per split as published, for planning a run before the data is in place.
     published_sizes: Callable[[dict], dict[str, int]] | None = None
     # SSL view hyper-parameters this dataset's images call for (a model's own hparams override them).
@@ -110,6 +112,10 @@ class DatasetEntry:
     def split_sizes(self, spec: Mapping[str, Any] | None) -> dict[str, int] | None:
         """Images per split without loading them (None when the data folder is not there)."""
         return self.size_of_splits(self.resolve(spec))
+
+    def image_shape(self, spec: Mapping[str, Any] | None) -> tuple[int, int, int]:
+        """``[C, H, W]`` of the prepared images."""
+        return self.prepared_shape(self.resolve(spec))
 
     def planned_sizes(self, spec: Mapping[str, Any] | None) -> tuple[dict[str, int], bool]:
         """Images per split and whether they were counted (True) or are the published sizes (False)."""
@@ -614,6 +620,7 @@ def _cifar_entry(name: str, title: str) -> DatasetEntry:
         defaults={"root": f"data/raw/{name}"},
         build=lambda spec, out: _prepare_cifar(name, spec, out),
         size_of_splits=lambda spec: {"train": 50000, "test": 10000},
+        prepared_shape=lambda spec: (3, 32, 32),
     )
 
 
@@ -636,6 +643,7 @@ DATASETS: dict[str, DatasetEntry] = {
         defaults={"test_fraction": 0.25, "split_seed": 0},
         build=_prepare_digits,
         size_of_splits=_digits_sizes,
+        prepared_shape=lambda spec: (1, 8, 8),
         view_hparams=DIGIT_VIEWS,
     ),
     "digits_on_photos": DatasetEntry(
