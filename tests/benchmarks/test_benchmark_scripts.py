@@ -86,3 +86,20 @@ def test_vs_flower_compares_steady_rounds_against_the_compute_floor():
     assert figures["whole_bound"] == pytest.approx(0.4 / 0.096)
     assert figures["ours_above_whole"] == pytest.approx(0.1 - 0.096)
     assert figures["end_to_end"] == pytest.approx(12.0 / (1.0 + 0.82))
+
+
+def test_gpu_round_writes_the_results_a_plan_reads(tmp_path):
+    """Rows with the images/s and the FLOPs per image of the same step (their product: the FLOP rate)."""
+    from dssl.planning.costs import method_flops, build_method as build
+
+    results = tmp_path / "gpu_round.json"
+    args = ["--device", "cpu", "--models", "cnn_small", "--options", "plain", "--size", "16", "--batch", "4",
+            "--steps", "1", "--threads", "1", "--results", str(results)]
+    done = run_script("gpu_round.py", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"wrote 1 rows to {results}" in done.stdout
+    (row,) = json.loads(results.read_text())
+    assert (row["device"], row["backbone"], row["option"], row["size"], row["batch"]) == ("cpu", "cnn_small", "plain", 16, 4)
+    assert row["images_per_s"] > 0
+    expected = method_flops(build({"method": "simsiam", "backbone": "cnn_small"}, 16, 3, "cpu"), 16, 3)
+    assert row["flops_per_image"] == expected
