@@ -35,17 +35,6 @@ import torch
 BATCH = 2  # images per client and step: BatchNorm needs two
 
 
-def tensor_bytes(value) -> int:
-    """Bytes of the tensors in ``value`` (dicts and lists of them)."""
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, dict):
-        return sum(tensor_bytes(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(tensor_bytes(v) for v in value)
-    return 0
-
-
 def run(args: argparse.Namespace, folder: Path) -> tuple[list[dict], object, object]:
     from dssl.data.imageset import ArrayImageSet
     from dssl.federation import ClientData, FLConfig, FLSimulator, OptimizerConfig, create_strategy
@@ -84,6 +73,8 @@ def main() -> int:
     print(f"command: {shlex.join([sys.executable, *sys.argv])}")
     print(f"setting: {args.strategy}, {args.method} + {args.backbone}, {args.clients} clients, {args.per_round} per "
           f"round, {args.rounds} rounds, client states in {args.storage}")
+    from dssl.planning.costs import tensor_bytes
+
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dssl-checkpoint-bytes-") as folder:
         records, result, simulator = run(args, Path(folder))

@@ -205,10 +205,10 @@ def make_plan(params_path: Path | str, root: Path, *, gpu: str = DEFAULT_GPU, sh
         datasets[name] = {"sizes": sizes, "shape": list(shape), "bytes": sum(sizes.values()) * math.prod(shape)}
     cache.save()
     if limits is None:
-        notes.append(f"no Snakemake profile at {profile_dir}: job runtimes not checked")
+        notes.append(f"no Snakemake profile at {profile or PROFILE}: job runtimes not checked")
     return Plan(str(params_path), str(params.get("profile", "default")), stages, hours,
                 table_stages(params, {s.stage for s in stages}), rates, datasets, jobs,
-                str(profile_dir) if limits is not None else None, workload.size, flops_per_image,
+                str(profile or PROFILE) if limits is not None else None, workload.size, flops_per_image,
                 notes + list(workload.notes.values()))
 
 
