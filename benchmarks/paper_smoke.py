@@ -95,8 +95,11 @@ def train_run(args, params: dict, kind: str, fields: dict, channels: int, device
                     if k not in ("rounds", "local_epochs", "batch_size", "clients_per_round")}
     else:
         strategy, round_options, schedule = create_strategy("fedavg"), {}, {}
-    clients_count = {"fl": int(train_schedule(params, "fl", fields.get("strategy", "")).get("clients_per_round", 5))
-                     if framework == "fl" else 1, "decl": DECL_CLIENTS}.get(framework, 1)
+    clients_count = 1  # central and stand-alone training: one client holding the data
+    if framework == "fl":
+        clients_count = FLConfig.from_dict(train_schedule(params, "fl", fields["strategy"])).clients_per_round
+    elif framework == "decl":
+        clients_count = DECL_CLIENTS
     per_client = args.steps * args.batch
     images = synthetic(clients_count * per_client, args.size, channels)
     clients = [ClientData(images, np.arange(i * per_client, (i + 1) * per_client)) for i in range(clients_count)]

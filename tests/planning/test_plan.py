@@ -20,7 +20,7 @@ from dssl.evaluation.splits import stratified_split
 from dssl.methods import create_method
 from dssl.models import create_backbone
 from dssl.planning.costs import CostCache, count_flops, encoder_costs, model_costs, state_costs, tensor_bytes
-from dssl.planning.plan import as_json, make_plan, parse_runtime, render
+from dssl.planning.plan import make_plan, parse_runtime, render
 from dssl.planning.throughput import merge_results
 from dssl.planning.workload import evaluation_counts, protocol_work
 
