@@ -16,6 +16,12 @@ picks kernels, allocators grow) and then ``--rounds`` timed rounds; it prints
   (``ru_maxrss``: Python, torch and the synthetic images included, not only training tensors);
 - loss: the last round's mean loss, a sanity check that the options train the same model.
 
+On a GPU the rows are also written to ``benchmarks/results/gpu_round.json`` (``--results PATH``: another
+file, or the CPU rows too), replacing earlier rows of the same GPU, method, backbone, option, size and
+batch. Each row adds the FLOPs per image of the method's training step (``dssl.planning.costs``), so
+``images/s x FLOPs per image`` is the FLOP rate the GPU sustained: ``dssl plan`` converts a stage's FLOPs
+into GPU-hours with it (``dssl.planning.throughput``).
+
 Default device: cuda when available (paper scale: ``--size 224 --batch 128 --steps 3``); otherwise
 CPU at a reduced size (``--size 64 --batch 16 --steps 2``). Aimed at about three minutes, a full
 CPU run measured 7-11 minutes on a shared 2-core machine (one process per model and option, each
@@ -30,18 +36,20 @@ figures check that everything runs; the GPU figures are the ones to read.
 
     PYTHONPATH=src python benchmarks/gpu_round.py [--device cuda|cpu] [--size 224] [--batch 128]
         [--steps 3] [--rounds 1] [--models resnet18_imagenet,tiny_vit]
-        [--options plain,bf16,channels_last,bf16+channels_last,compile] [--cpu-bf16]
+        [--options plain,bf16,channels_last,bf16+channels_last,compile] [--cpu-bf16] [--results PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import resource
 import shlex
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -51,6 +59,7 @@ MODELS = ("resnet18_imagenet", "tiny_vit")
 CLIENTS = 5
 PAPER = {"size": 224, "batch": 128, "steps": 3}
 CPU_REDUCED = {"size": 64, "batch": 16, "steps": 2}
+RESULTS = Path(__file__).resolve().parent / "results" / "gpu_round.json"
 
 
 def step_settings(option: str) -> dict:
@@ -160,6 +169,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-deterministic", dest="deterministic", action="store_false",
                         help="cuDNN autotuning and non-deterministic kernels (the pipeline runs deterministic)")
     parser.add_argument("--cpu-bf16", action="store_true", help="run bf16 on a CPU without bf16 kernels too")
+    parser.add_argument("--results", type=Path, help="write the rows to this JSON file (default on a GPU: "
+                                                     "benchmarks/results/gpu_round.json; on a CPU: none)")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # MODEL:OPTION, run in a child process
     args = parser.parse_args()
     defaults = PAPER if args.device.startswith("cuda") else CPU_REDUCED
@@ -204,10 +215,42 @@ def main() -> None:
         return
     start = time.perf_counter()
     print_header(args)
+    rows = []
     for backbone in args.models.split(","):
+        flops = flops_per_image(backbone, args.size, args.method)
         for option in args.options.split(","):
-            print_row(run_isolated(args, backbone, option))
+            row = run_isolated(args, backbone, option)
+            print_row(row)
+            if "images_per_s" in row:
+                rows.append(result_row(args, row, flops))
+    results = args.results or (RESULTS if args.device.startswith("cuda") else None)
+    if results is not None and rows:
+        from dssl.planning.throughput import merge_results
+
+        merge_results(results, rows)
+        print(f"wrote {len(rows)} rows to {results}")
     print(f"total wall time: {time.perf_counter() - start:.0f} s")
+
+
+def flops_per_image(backbone: str, size: int, method: str) -> float:
+    """FLOPs of one training step per image, counted on this very model (``dssl.planning.costs``)."""
+    from dssl.planning.costs import method_flops, on_meta_else_cpu
+
+    def measure(device: str) -> float:
+        with torch.device(device):
+            model = build_method(backbone, size, method, torch.device(device))
+        return method_flops(model.train(), size, 3)
+
+    return on_meta_else_cpu(measure)[0]
+
+
+def result_row(args: argparse.Namespace, row: dict, flops: float) -> dict:
+    """A results-file row: what ran where, its images/s and the FLOPs per image behind them."""
+    return {"device": args.device, "device_name": describe(args.device), "method": args.method,
+            "backbone": row["model"], "option": row["option"], "size": args.size, "batch": args.batch,
+            "steps": args.steps, "deterministic": args.deterministic, "images_per_s": row["images_per_s"],
+            "peak_mib": row["peak_mib"], "flops_per_image": flops, "torch": torch.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 if __name__ == "__main__":

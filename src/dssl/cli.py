@@ -96,6 +96,18 @@ def _cmd_dag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    import json
+
+    from dssl.planning.plan import as_json, make_plan, render
+    from dssl.tracking import project_root
+
+    plan = make_plan(args.params, project_root(), gpu=args.gpu, share=args.share, gpu_name=args.gpu_name,
+                     results=args.results, profile=args.profile)
+    print(json.dumps(as_json(plan), indent=1, sort_keys=True) if args.json else render(plan, stages=args.stages))
+    return 0
+
+
 def _cmd_tracking_init(args: argparse.Namespace) -> int:
     from dssl.config.params import load_params
     from dssl.tracking import init_store, project_root, tracking_uri
@@ -166,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "a params file other than the project's params.yaml has them in runs/<profile>/")
     dag.add_argument("--params", default="params.yaml", type=Path)
     dag.set_defaults(func=_cmd_dag)
+
+    _add_plan_parser(sub)
 
     tracking = sub.add_parser("tracking", help="the MLflow store")
     tracking_sub = tracking.add_subparsers(dest="action", required=True)
@@ -260,6 +274,25 @@ def _add_lineage_parser(sub) -> None:
     lineage.add_argument("column", nargs="?", help="with a table: dataset and setting, e.g. 'digits IID'")
     lineage.add_argument("--json", action="store_true", help="machine-readable output")
     lineage.set_defaults(func=_cmd_lineage)
+
+
+def _add_plan_parser(sub) -> None:
+    from dssl.planning.throughput import DEFAULT_GPU, DEFAULT_SHARE, GPU_PEAKS
+
+    plan = sub.add_parser("plan", help="what a params file costs: images, FLOPs, GPU-hours and bytes per stage and "
+                                       "table, prepared-data disk, SLURM jobs past their runtime")
+    plan.add_argument("params", nargs="?", default=Path("params.yaml"), type=Path)
+    plan.add_argument("--gpu", default=DEFAULT_GPU, choices=sorted(GPU_PEAKS),
+                      help="the GPU whose peak an assumed throughput is a share of (default %(default)s)")
+    plan.add_argument("--share", type=float, default=DEFAULT_SHARE,
+                      help="assumed share of that peak where gpu_round.py measured nothing (default %(default)s)")
+    plan.add_argument("--gpu-name", help="use only gpu_round.py results of GPUs whose name contains this")
+    plan.add_argument("--results", type=Path, help="gpu_round.py's results (default benchmarks/results/gpu_round.json)")
+    plan.add_argument("--profile", type=Path, help="the Snakemake profile whose runtimes the jobs are checked "
+                                                   "against (default profiles/slurm)")
+    plan.add_argument("--stages", action="store_true", help="also print every GPU stage")
+    plan.add_argument("--json", action="store_true", help="machine-readable output")
+    plan.set_defaults(func=_cmd_plan)
 
 
 def _cmd_warm(args: argparse.Namespace) -> int:

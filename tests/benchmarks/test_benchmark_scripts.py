@@ -20,8 +20,8 @@ BENCHMARKS = ROOT / "benchmarks"
 pytestmark = pytest.mark.slow
 
 
-def run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def run_script(name: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
     return subprocess.run([sys.executable, str(BENCHMARKS / name), *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -41,7 +41,9 @@ def load_vs_flower():
                       "--batch", "4", "--steps", "1", "--threads", "1"], r"^resnet18_imagenet\s+channels_last\s+\d"),
     ("determinism_fill.py", ["--models", "simsiam:cnn_small", "--steps", "1", "--repeats", "1"],
      r"^simsiam\s+cnn_small\s+step with fill\s+\d+\.\d\d ms, without\s+\d+\.\d\d ms\s+saving\s+-?\d+\.\d %$"),
-], ids=["data_path", "fl_overhead", "decl_gossip", "gpu_round", "determinism_fill"])
+    ("checkpoint_bytes.py", ["--clients", "10", "--per-round", "2", "--rounds", "2", "--backbone", "cnn_small",
+                             "--size", "8"], r"^bytes_per_round: \d+\.\d{3} GiB \(2 client states .* at most these: yes\)$"),
+], ids=["data_path", "fl_overhead", "decl_gossip", "gpu_round", "determinism_fill", "checkpoint_bytes"])
 def test_a_benchmark_prints_its_figure(name, args, figure, tmp_path):
     done = run_script(name, *args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -84,3 +86,66 @@ def test_vs_flower_compares_steady_rounds_against_the_compute_floor():
     assert figures["whole_bound"] == pytest.approx(0.4 / 0.096)
     assert figures["ours_above_whole"] == pytest.approx(0.1 - 0.096)
     assert figures["end_to_end"] == pytest.approx(12.0 / (1.0 + 0.82))
+
+
+def test_gpu_round_writes_the_results_a_plan_reads(tmp_path):
+    """Rows with the images/s and the FLOPs per image of the same step (their product: the FLOP rate)."""
+    from dssl.planning.costs import method_flops, build_method as build
+
+    results = tmp_path / "gpu_round.json"
+    args = ["--device", "cpu", "--models", "cnn_small", "--options", "plain", "--size", "16", "--batch", "4",
+            "--steps", "1", "--threads", "1", "--results", str(results)]
+    done = run_script("gpu_round.py", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"wrote 1 rows to {results}" in done.stdout
+    (row,) = json.loads(results.read_text())
+    assert (row["device"], row["backbone"], row["option"], row["size"], row["batch"]) == ("cpu", "cnn_small", "plain", 16, 4)
+    assert row["images_per_s"] > 0
+    expected = method_flops(build({"method": "simsiam", "backbone": "cnn_small"}, 16, 3, "cpu"), 16, 3)
+    assert row["flops_per_image"] == expected
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), BENCHMARKS / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_paper_smoke_runs_every_stage_kind_at_its_smallest_setting(tmp_path):
+    """The CI profile has every kind (FL, DecL, central, stand-alone; linear probe and fine-tuning)."""
+    done = run_script("paper_smoke.py", "--params", "configs/ci.yaml", "--device", "cpu", "--size", "16", "--batch",
+                      "4", "--steps", "1", "--threads", "1", cwd=tmp_path, env={"DSSL_CACHE_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    for kind in ("pretrain_fl", "pretrain_decl", "pretrain_central", "pretrain_local"):
+        assert re.search(rf"^{kind}\s+\S+\s+{kind}@\S+\s+\d+\.\d\s+\d+\.\d{{3}}\s+\d+\s+\d[\d,.]* MiB", out, re.M), kind
+    for protocol in ("linear_probe", "finetune"):
+        assert re.search(rf"^evaluate\s+\S+\s+{protocol}\s+\d+\.\d\s+\d+\.\d{{3}}\s+\d+\s+-$", out, re.M), protocol
+    assert re.search(r"^  pretrain_decl\s+\d+\s+\d[\d,.]*\s+\d[\d,.]*$", out, re.M)
+    assert re.search(r"^  all\s+\d+\s+\d[\d,.]*$", out, re.M)
+
+
+def test_paper_smoke_asked_for_cuda_without_a_gpu_stops_with_one_error(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    done = run_script("paper_smoke.py", "--device", "cuda", cwd=tmp_path)
+    assert done.returncode != 0
+    assert "paper_smoke.py: --device cuda needs a GPU, but torch sees none" in done.stderr
+    assert "Traceback" not in done.stderr and not done.stdout
+
+
+def test_paper_smoke_runs_every_evaluation_protocol():
+    import argparse
+
+    import torch
+
+    from dssl.evaluation import PROTOCOLS
+
+    smoke = load_script("paper_smoke.py")
+    args = argparse.Namespace(size=8, batch=4, steps=2)
+    for protocol in PROTOCOLS:
+        row = smoke.evaluation_run(args, {"evaluate": {protocol: {}}}, protocol, "cnn_small", torch.device("cpu"))
+        assert row["images_per_s"] > 0 and row["flops_per_s"] > 0, protocol

@@ -64,9 +64,44 @@ def test_unknown_dataset_and_scheme(good: dict) -> None:
 
 def test_missing_dataset_folder(good: dict, tmp_path: Path) -> None:
     good["datasets"]["mini_imagenet"] = {"root": str(tmp_path / "absent")}
-    assert "has no train/ folder" in problems_of(good)["datasets.mini_imagenet.root"]
+    assert "absent does not exist" in problems_of(good)["datasets.mini_imagenet.root"]
     (tmp_path / "absent" / "train").mkdir(parents=True)
     assert "datasets.mini_imagenet.root" not in problems_of(good)
+    good["datasets"]["imagenet"] = {"root": str(tmp_path / "absent")}
+    (tmp_path / "absent" / "cat").mkdir()
+    assert "datasets.imagenet.root" not in problems_of(good)
+    (tmp_path / "absent" / "train").rmdir()
+    problems = problems_of(good)
+    assert "datasets.mini_imagenet.root" not in problems  # class folders under the root: one pooled folder
+    assert problems["datasets.imagenet.root"].endswith("has no train/ folder")
+
+
+def test_mini_imagenet_folder_of_no_known_layout(good: dict, tmp_path: Path) -> None:
+    root = tmp_path / "mini"
+    for split, classes in {"train": ("a", "b"), "test": ("b", "c")}.items():
+        for name in classes:
+            (root / split / name).mkdir(parents=True)
+    good["datasets"]["mini_imagenet"] = {"root": str(root)}
+    problem = next(p for p in validate(good, REPO) if p.path == "datasets.mini_imagenet.root")
+    assert "neither disjoint (the few-shot split) nor those of train/ again" in problem.message
+    assert "test/ shares 1 of its 2 classes with train/" in problem.message
+    assert "(1) the few-shot split as distributed" in problem.hint and "(2) one folder of class folders" in problem.hint
+
+
+def test_mini_imagenet_pretrains_on_every_image_so_it_evaluates_only_with_a_test_split(good: dict, tmp_path: Path) -> None:
+    (tmp_path / "mini" / "train").mkdir(parents=True)
+    good["datasets"]["mini_imagenet"] = {"root": str(tmp_path / "mini"), "test_fraction": 0}
+    assert problems_of(good) == {}
+    good["evaluate"]["datasets"].append("mini_imagenet")
+    assert problems_of(good) == {"evaluate.datasets": "mini_imagenet has no test split: every image pretrains "
+                                                      "(test_fraction 0)"}
+    (tmp_path / "mini" / "test").mkdir()  # a split of the images with its own test/
+    assert problems_of(good) == {}
+    good["datasets"]["mini_imagenet"]["test_fraction"] = 0.2
+    (tmp_path / "mini" / "test").rmdir()
+    assert problems_of(good) == {}
+    good["datasets"]["digits"]["test_fraction"] = 0  # digits always needs its test split
+    assert problems_of(good) == {"datasets.digits.test_fraction": "must be > 0, got 0"}
 
 
 def test_unknown_key_and_reference(good: dict) -> None:

@@ -33,7 +33,7 @@ def test_two_workers_give_the_same_bits_as_one_process(case):
     assert_same(serial.final_state, parallel.final_state, "final_state")
     assert_same(serial.global_states, parallel.global_states, "global_states")
     assert serial.final_index == parallel.final_index
-    assert_same(serial_simulator.local_states, parallel_simulator.local_states, "local_states")
+    assert_same(list(serial_simulator.local_states), list(parallel_simulator.local_states), "local_states")
     assert_same(serial_simulator.strategy.state_dict(), parallel_simulator.strategy.state_dict(), "strategy")
     for a, b in zip(serial.metrics, parallel.metrics):
         assert_same({k: v for k, v in a.items() if k not in TIMINGS}, {k: v for k, v in b.items() if k not in TIMINGS})

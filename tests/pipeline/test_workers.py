@@ -26,3 +26,17 @@ def test_a_bad_client_worker_count_is_refused_with_the_variable_named(monkeypatc
     monkeypatch.setenv("DSSL_CLIENT_WORKERS", value)
     with pytest.raises(ValueError, match=f"DSSL_CLIENT_WORKERS must be an integer >= 1, got '{value}'"):
         worker_count(3)
+
+
+def test_client_state_storage_comes_from_the_environment(monkeypatch):
+    from dssl.federation.client_states import STORAGES
+    from dssl.pipeline.workers import CLIENT_STATE_STORAGES, client_state_storage
+
+    assert CLIENT_STATE_STORAGES == STORAGES
+    monkeypatch.delenv("DSSL_CLIENT_STATES", raising=False)
+    assert client_state_storage() == "host"
+    monkeypatch.setenv("DSSL_CLIENT_STATES", "disk")
+    assert client_state_storage() == "disk"
+    monkeypatch.setenv("DSSL_CLIENT_STATES", "gpu")
+    with pytest.raises(ValueError, match="DSSL_CLIENT_STATES must be one of host, disk, got 'gpu'"):
+        client_state_storage()

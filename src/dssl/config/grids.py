@@ -21,6 +21,26 @@ def _grid_cells(grid: dict, place: str) -> Iterator[Cell]:
                 yield model, where, strategy
 
 
+def named_grids(params: dict, section: str) -> dict[str, list]:
+    """The cells of each named grid of ``section``, in the order the grid lists them: ``fl`` and ``decl``
+    (``pretrain.<framework>.grids``: (model, partition or graph, strategy)), ``local``
+    (``pretrain.local.grids``: (model, partition)) or ``weight_distance`` (its grids of FL cells)."""
+    if section == "weight_distance":
+        grids, place = (params.get("weight_distance") or {}).get("grids") or {}, PLACES["fl"]
+    else:
+        grids = ((params.get("pretrain") or {}).get(section) or {}).get("grids") or {}
+        place = PLACES.get(section)
+    if place is None:  # stand-alone grids: models x partitions
+        return {name: list(dict.fromkeys((model, partition) for model in (grid or {}).get("models") or []
+                                         for partition in (grid or {}).get("partitions") or []))
+                for name, grid in grids.items()}
+    return {name: list(dict.fromkeys(_grid_cells(grid or {}, place))) for name, grid in grids.items()}
+
+
+def _union(grids: dict[str, list]) -> list:
+    return list(dict.fromkeys(cell for cells in grids.values() for cell in cells))
+
+
 def local_vs_global_cells(params: dict, section: str) -> list[Cell]:
     """(model, partition, strategy) of every FL cell a section comparing stand-alone clients with the FL
     cell's global model names in its ``grids`` (``weight_distance``: paper A's Table 5; ``features``: its
@@ -42,10 +62,7 @@ def feature_cells(params: dict) -> list[Cell]:
 
 def local_cells(params: dict) -> list[tuple[str, str]]:
     """(model, partition) of every stand-alone cell (``pretrain.local.grids``), each once."""
-    grids = ((params.get("pretrain") or {}).get("local") or {}).get("grids") or {}
-    cells = ((model, partition) for grid in grids.values() for model in (grid or {}).get("models") or []
-             for partition in (grid or {}).get("partitions") or [])
-    return list(dict.fromkeys(cells))
+    return _union(named_grids(params, "local"))
 
 
 def local_clients(params: dict, partition: str, count: int) -> list[int]:
@@ -57,6 +74,4 @@ def local_clients(params: dict, partition: str, count: int) -> list[int]:
 
 def grid_cells(params: dict, framework: str) -> list[Cell]:
     """(model, partition or graph, strategy) of every cell, each once, in the order the grids list them."""
-    grids = ((params.get("pretrain") or {}).get(framework) or {}).get("grids") or {}
-    cells = (cell for grid in grids.values() for cell in _grid_cells(grid or {}, PLACES[framework]))
-    return list(dict.fromkeys(cells))
+    return _union(named_grids(params, framework))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dssl.config.checker import Checker, section_validator
 from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
+from dssl.data.layouts import LayoutProblem, detect_layout, layout_help  # standard library only
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
 from dssl.evaluation.registry import FAMILIES, OVERRIDE_KEYS, override_names, resolve_overrides
 from dssl.topology.graphs import TOPOLOGIES, check_request
@@ -20,7 +21,9 @@ DATASET_FACTS = {
     "digits_on_photos": {"num_classes": 10, "train_size": None, "needs_root": False},
     "cifar10": {"num_classes": 10, "train_size": 50000, "needs_root": False},
     "cifar100": {"num_classes": 100, "train_size": 50000, "needs_root": False},
-    "mini_imagenet": {"num_classes": 100, "train_size": None, "needs_root": True, "image_size": 84},
+    # Mini-ImageNet pretrains on every image by default (test_fraction 0): a test split is optional.
+    "mini_imagenet": {"num_classes": 100, "train_size": None, "needs_root": True, "image_size": 84,
+                      "optional_test": True},
     "imagenet": {"num_classes": 1000, "train_size": None, "needs_root": True, "image_size": 224},
 }
 DIGITS_SIZE = 1797  # scikit-learn's load_digits
@@ -68,7 +71,8 @@ def check_datasets(c: Checker) -> None:
             continue
         c.unknown_keys(spec, DATASET_KEYS[name], path)
         if "test_fraction" in spec:
-            c.number(spec, "test_fraction", path, low=0, high=0.9, low_open=True)
+            optional = DATASET_FACTS[name].get("optional_test", False)
+            c.number(spec, "test_fraction", path, low=0, high=0.9, low_open=not optional)
         if "image_size" in spec:
             c.number(spec, "image_size", path, integer=True, low=8)
         for key, low in (("composites_per_digit", 1), ("seed", 0)):  # digits_on_photos' own keys
@@ -81,13 +85,29 @@ def check_datasets(c: Checker) -> None:
 
 def _check_root(c: Checker, spec: dict, path: str, name: str) -> None:
     root = spec.get("root")
-    layout = "<root>/train/<class>/<image files>" + (" and <root>/val/<class>/..." if name == "imagenet" else "")
     if not root:
-        c.add(f"{path}.root", "missing", f"the folder holding {name} as {layout}")
+        c.add(f"{path}.root", "missing", f"the folder holding {name} as {layout_help(name)}")
         return
     folder = Path(root) if Path(root).is_absolute() else c.root / root
-    if not (folder / "train").is_dir():
-        c.add(f"{path}.root", f"{folder} has no train/ folder", f"expected layout: {layout}")
+    try:
+        detect_layout(name, folder)
+        if name == "imagenet" and not (folder / "train").is_dir():
+            raise LayoutProblem(f"{folder} has no train/ folder")
+    except LayoutProblem as problem:
+        c.add(f"{path}.root", str(problem), f"accepted: {layout_help(name)}")
+
+
+def has_test_split(name: str, spec: dict, root: Path) -> bool:
+    """Whether the prepared dataset will have a test split: always, except Mini-ImageNet without
+    ``test_fraction`` unless its folder is a split of the images with a test/ folder."""
+    if not DATASET_FACTS[name].get("optional_test") or spec.get("test_fraction"):
+        return True
+    folder = Path(spec.get("root") or "")
+    folder = folder if folder.is_absolute() else root / folder
+    try:
+        return detect_layout(name, folder) == "splits" and (folder / "test").is_dir()
+    except LayoutProblem:
+        return True  # reported under datasets.<name>.root
 
 
 @section_validator
@@ -431,7 +451,11 @@ def check_evaluate(c: Checker) -> None:
         return
     path = "evaluate"
     c.unknown_keys(evaluate, {"datasets", "random_backbones", "protocols", *PROTOCOL_NAMES}, path)
-    _name_list(c, evaluate, "datasets", c.params.get("datasets") or {}, path, "datasets")
+    datasets = c.params.get("datasets") or {}
+    for name in _name_list(c, evaluate, "datasets", datasets, path, "datasets"):
+        if name in DATASET_FACTS and not has_test_split(name, datasets.get(name) or {}, c.root):
+            c.add(f"{path}.datasets", f"{name} has no test split: every image pretrains (test_fraction 0)",
+                  f"set datasets.{name}.test_fraction (e.g. 0.2) to carve one, or evaluate on another dataset")
     if "random_backbones" in evaluate:
         _name_list(c, evaluate, "random_backbones", BACKBONE_NAMES, path, "backbones")
     protocols = c.mapping(evaluate.get("protocols"), f"{path}.protocols") or {}

@@ -21,10 +21,13 @@ Prepared folder (``data/prepared/<dataset>/``):
 - ``format == "memmap"`` (image folders): every image decoded once, at ``image_size``, into
   ``<split>.npy`` (uint8 ``[N, C, H, W]``, read memory-mapped; see ``dssl.data.prepared_array`` for the
   layout and resize rule) and ``<split>.csv`` with ``path,label,bytes,md5`` rows, the source file of
-  each image (paths relative to ``root``). ``meta.json`` adds ``resize``, ``layout`` and, per split,
-  ``arrays.<split>``: the file names, shape, the index's md5 and the md5 of every block of
-  ``chunk_images`` images, checked on load. Epochs never read the source images.
-Every dataset has the splits ``train`` and ``test``; Mini-ImageNet may add ``val``.
+  each image (paths relative to ``root``). ``meta.json`` adds ``resize``, ``layout``, ``folder_layout``
+  (which of ``dssl.data.layouts`` the folder had) and, per split, ``arrays.<split>``: the file names,
+  shape, the index's md5 and the md5 of every block of ``chunk_images`` images, checked on load.
+  Epochs never read the source images.
+Every dataset has the splits ``train`` and ``test``, except Mini-ImageNet: a pretraining set (paper A
+evaluates on CIFAR and ImageNet), it keeps every image in ``train`` unless ``test_fraction`` carves a
+test split or its folder is a split of the images with a ``test/`` (it may add ``val`` then).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import numpy as np
 
 from dssl.artifacts import ArtifactError, check_keys, read_json, require_file
 from dssl.data import photo_digits, prepared_array
+from dssl.data.layouts import IMAGE_EXTENSIONS, LayoutProblem, class_folders, detect_layout, is_image, layout_help
 from dssl.data.imageset import (
     ArrayImageSet,
     DatasetError,
@@ -57,20 +61,24 @@ from dssl.data.imageset import (
 __all__ = ["ArtifactError", "DATASETS", "DatasetEntry", "DatasetError", "ImageSet", "load_provenance",
            "load_split", "write_json"]
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")  # matched case-insensitively (ImageNet ships .JPEG)
 DIGITS_SIZE = 1797  # images in scikit-learn's load_digits
 DIGIT_VIEWS = {"flip_p": 0.0}  # see DatasetEntry.view_hparams
 
 
 @dataclass(frozen=True)
 class DatasetEntry:
-    """One dataset: its accepted spec keys with defaults, how to prepare it, its training-split size."""
+    """One dataset: its accepted spec keys with defaults, how to prepare it, its split sizes."""
 
     name: str
     description: str
     defaults: Mapping[str, Any]
     build: Callable[[dict, Path], dict]
-    size_of_train: Callable[[dict], int | None]
+    # Images per split, known without decoding (None when the data folder is not there to count).
+    size_of_splits: Callable[[dict], dict[str, int] | None]
+    # [C, H, W] of the prepared images (the pipeline resizes them to pretrain.image_size as it reads them).
+    prepared_shape: Callable[[dict], tuple[int, int, int]] = lambda spec: (3, spec["image_size"], spec["image_size"])
+    # Images per split as published, for planning a run before the data is in place.
+    published_sizes: Callable[[dict], dict[str, int]] | None = None
     # SSL view hyper-parameters this dataset's images call for (a model's own hparams override them).
     # Digits: a mirrored digit is another symbol (or none), so no horizontal flips. The crop scale stays
     # the methods' own (0.2): 0.5 was measured no better (SimSiam + CNN on digits, 10 %-label probe minus
@@ -98,7 +106,23 @@ class DatasetEntry:
 
     def train_size(self, spec: Mapping[str, Any] | None) -> int | None:
         """Training-split size without loading images (None when the data folder is not there)."""
-        return self.size_of_train(self.resolve(spec))
+        sizes = self.split_sizes(spec)
+        return None if sizes is None else sizes["train"]
+
+    def split_sizes(self, spec: Mapping[str, Any] | None) -> dict[str, int] | None:
+        """Images per split without loading them (None when the data folder is not there)."""
+        return self.size_of_splits(self.resolve(spec))
+
+    def image_shape(self, spec: Mapping[str, Any] | None) -> tuple[int, int, int]:
+        """``[C, H, W]`` of the prepared images."""
+        return self.prepared_shape(self.resolve(spec))
+
+    def planned_sizes(self, spec: Mapping[str, Any] | None) -> tuple[dict[str, int], bool]:
+        """Images per split and whether they were counted (True) or are the published sizes (False)."""
+        counted = self.split_sizes(spec)
+        if counted is not None or self.published_sizes is None:
+            return counted or {}, counted is not None
+        return self.published_sizes(self.resolve(spec)), False
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -230,8 +254,10 @@ def _test_count(total: int, test_fraction: float) -> int:
     return math.ceil(Fraction(repr(float(test_fraction))) * total)
 
 
-def _carved_train_size(total: int, test_fraction: float) -> int:
-    return total - _test_count(total, test_fraction)
+def _carved_sizes(total: int, test_fraction: float, extra: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Split sizes of ``total`` images of which ``test_fraction`` become the test split (none at 0)."""
+    test = _test_count(total, test_fraction)
+    return {"train": total - test, **({"test": test} if test else {}), **(extra or {})}
 
 
 def _digit_levels(digits: Any) -> np.ndarray:
@@ -263,8 +289,8 @@ def _prepare_digits(spec: dict, out_dir: Path) -> dict:
     return meta
 
 
-def _digits_train_size(spec: dict) -> int:
-    return _carved_train_size(DIGITS_SIZE, spec["test_fraction"])
+def _digits_sizes(spec: dict) -> dict[str, int]:
+    return _carved_sizes(DIGITS_SIZE, spec["test_fraction"])
 
 
 def _check_photo_spec(spec: dict, photos: photo_digits.Photos) -> None:
@@ -334,8 +360,9 @@ def _composition_meta(spec: dict, photos: photo_digits.Photos) -> dict:
     }
 
 
-def _digits_on_photos_train_size(spec: dict) -> int:
-    return _carved_train_size(DIGITS_SIZE, spec["test_fraction"]) * spec["composites_per_digit"]
+def _digits_on_photos_sizes(spec: dict) -> dict[str, int]:
+    sizes = _carved_sizes(DIGITS_SIZE, spec["test_fraction"])
+    return {**sizes, "train": sizes["train"] * spec["composites_per_digit"]}  # test: one composite per digit
 
 
 def _cifar_class(name: str) -> type:
@@ -403,28 +430,17 @@ def _prepare_cifar(name: str, spec: dict, out_dir: Path) -> dict:
 # --- image-folder datasets ------------------------------------------------------------------------
 
 
-def _layout(name: str) -> str:
-    if name == "imagenet":
-        return ("<root>/train/<class>/<images> and <root>/val/<class>/<images> (the official validation "
-                "images sorted into one folder per class, named as in train/)")
-    return ("<root>/train/<class>/<images>, optionally <root>/val/<class>/... and <root>/test/<class>/... "
-            "(without test/, a stratified test split is carved from train/)")
-
-
 def _folder_error(name: str, problem: str) -> DatasetError:
     extensions = "/".join(IMAGE_EXTENSIONS)
-    return DatasetError(f"{name}: {problem}. Expected layout: {_layout(name)}; image files {extensions} "
+    expected = "Expected layout" if name == "imagenet" else "Accepted layouts"
+    return DatasetError(f"{name}: {problem}. {expected}: {layout_help(name)}; image files {extensions} "
                         f"(any case); set datasets.{name}.root in params.yaml to that folder.")
-
-
-def _is_image(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS
 
 
 def _class_dirs(name: str, split_dir: Path) -> list[Path]:
     if not split_dir.is_dir():
         raise _folder_error(name, f"missing folder {split_dir}")
-    dirs = sorted(p for p in split_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    dirs = class_folders(split_dir)
     if not dirs:
         raise _folder_error(name, f"{split_dir} has no class folders")
     return dirs
@@ -440,14 +456,36 @@ def _scan_split(name: str, root: Path, split: str,
     foreign = sorted(set(found) - set(classes))
     if foreign:
         raise _folder_error(name, f"{root / split} has class folders not in train/: {foreign[:5]}")
+    return (classes, *_scan_classes(name, root, dirs, classes))
+
+
+def _scan_classes(name: str, root: Path, dirs: list[Path], classes: list[str]) -> tuple[list[str], np.ndarray]:
+    """Relative paths (sorted within a class) and labels (indices into ``classes``) of class folders."""
     paths, labels = [], []
     for directory in dirs:
-        files = sorted(p for p in directory.iterdir() if _is_image(p))
+        files = sorted(p for p in directory.iterdir() if is_image(p))
         if not files:
             raise _folder_error(name, f"class folder {directory} holds no image files")
         paths += [p.relative_to(root).as_posix() for p in files]
         labels += [classes.index(directory.name)] * len(files)
-    return classes, paths, np.asarray(labels, dtype=np.int64)
+    return paths, np.asarray(labels, dtype=np.int64)
+
+
+def _pooled_class_dirs(name: str, root: Path, layout: str) -> list[Path]:
+    """The class folders of a pooled or few-shot folder, in class-name order (the labels' order)."""
+    folders = [root] if layout == "pooled" else [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
+    dirs = sorted((d for folder in folders for d in _class_dirs(name, folder)), key=lambda d: d.name)
+    repeated = sorted({d.name for d in dirs if sum(e.name == d.name for e in dirs) > 1})
+    if repeated:
+        raise _folder_error(name, f"class folders {repeated[:3]} appear in more than one of train/, val/, test/")
+    return dirs
+
+
+def _detect(name: str, root: Path) -> str:
+    try:
+        return detect_layout(name, root)
+    except LayoutProblem as problem:
+        raise _folder_error(name, str(problem)) from None
 
 
 def _write_index(path: Path, paths: list[str], labels: np.ndarray,
@@ -492,7 +530,8 @@ def _prepare_folder(name: str, spec: dict, out_dir: Path) -> dict:
     decoded, so a bad image leaves ``out_dir`` as it was.
     """
     root = _require_root(name, spec)
-    classes, splits, sources = _scan_folder(name, spec, root)
+    layout = _detect(name, root)
+    classes, splits, sources = _scan_folder(name, spec, root, layout)
     size = int(spec["image_size"])
     staging = out_dir / f".staging-{os.getpid()}"
     staging.mkdir()
@@ -517,6 +556,7 @@ def _prepare_folder(name: str, spec: dict, out_dir: Path) -> dict:
         "image_size": size,
         "resize": prepared_array.RESIZE_RULE,
         "layout": prepared_array.LAYOUT,
+        "folder_layout": layout,
         "num_classes": len(classes),
         "classes": classes,
         "splits": sorted(splits),
@@ -527,19 +567,28 @@ def _prepare_folder(name: str, spec: dict, out_dir: Path) -> dict:
     }
 
 
-def _scan_folder(name: str, spec: dict, root: Path) -> tuple[list[str], dict, dict]:
-    """Classes, ``{split: (relative paths, labels)}`` and where each split comes from."""
-    classes, train_paths, train_labels = _scan_split(name, root, "train", None)
-    splits = {"train": (train_paths, train_labels)}
-    sources = {"train": "train/"}
-    for split, folder in _extra_splits(name, root):
-        splits[split] = _scan_split(name, root, folder, classes)[1:]
-        sources[split] = f"{folder}/"
-    if "test" not in splits:
+def _scan_folder(name: str, spec: dict, root: Path, layout: str) -> tuple[list[str], dict, dict]:
+    """Classes, ``{split: (relative paths, labels)}`` and where each split comes from. A folder without
+    a test split gets one carved from train when ``test_fraction`` > 0 (Mini-ImageNet's default 0 keeps
+    every image for pretraining)."""
+    if layout == "splits":
+        classes, train_paths, train_labels = _scan_split(name, root, "train", None)
+        splits = {"train": (train_paths, train_labels)}
+        sources = {"train": "train/"}
+        for split, folder in _extra_splits(name, root):
+            splits[split] = _scan_split(name, root, folder, classes)[1:]
+            sources[split] = f"{folder}/"
+    else:
+        dirs = _pooled_class_dirs(name, root, layout)
+        classes = [d.name for d in dirs]
+        splits = {"train": _scan_classes(name, root, dirs, classes)}
+        sources = {"train": "every class folder" + (" of train/, val/ and test/" if layout == "few_shot" else "")}
+    if "test" not in splits and spec.get("test_fraction"):
+        train_paths, train_labels = splits["train"]
         keep, carve = _stratified_split(train_labels, spec["test_fraction"], spec["split_seed"])
         splits["test"] = ([train_paths[i] for i in carve], train_labels[carve])
         splits["train"] = ([train_paths[i] for i in keep], train_labels[keep])
-        sources["test"] = f"stratified {spec['test_fraction']} of train/ (seed {spec['split_seed']})"
+        sources["test"] = f"stratified {spec['test_fraction']} of {sources['train']} (seed {spec['split_seed']})"
     return classes, splits, sources
 
 
@@ -563,15 +612,30 @@ def _extra_splits(name: str, root: Path) -> list[tuple[str, str]]:
     return [(split, split) for split in ("val", "test") if (root / split).is_dir()]
 
 
-def _folder_train_size(name: str, spec: dict) -> int | None:
-    """Count files (no decoding) when the folder is present; None otherwise."""
+def _folder_sizes(name: str, spec: dict) -> dict[str, int] | None:
+    """Images per split, counted (no decoding) when the folder is present in a known layout; else None."""
     root = Path(spec["root"]) if spec.get("root") else None
-    if root is None or not (root / "train").is_dir():
+    try:
+        layout = detect_layout(name, root) if root is not None else None
+    except LayoutProblem:
         return None
-    total = sum(1 for d in (root / "train").iterdir() if d.is_dir() for p in d.iterdir() if _is_image(p))
-    if name == "mini_imagenet" and not (root / "test").is_dir():
-        return _carved_train_size(total, spec["test_fraction"])
-    return total
+    if layout is None:
+        return None
+
+    def count(folder: Path) -> int:
+        return sum(1 for d in class_folders(folder) for p in d.iterdir() if is_image(p))
+
+    if layout != "splits":
+        folders = [root] if layout == "pooled" else [root / s for s in ("train", "val", "test") if (root / s).is_dir()]
+        return _carved_sizes(sum(count(f) for f in folders), spec.get("test_fraction", 0))
+    extra = {split: count(root / folder) for split, folder in _extra_splits(name, root) if (root / folder).is_dir()}
+    if "test" in extra:
+        return {"train": count(root / "train"), **extra}
+    return _carved_sizes(count(root / "train"), spec.get("test_fraction", 0), extra)
+
+
+MINI_IMAGENET_IMAGES = 60_000   # 100 classes x 600 (Vinyals et al. 2016)
+IMAGENET_IMAGES = {"train": 1_281_167, "test": 50_000}   # ILSVRC-2012 train and val
 
 
 # --- registry -------------------------------------------------------------------------------------
@@ -584,17 +648,20 @@ def _cifar_entry(name: str, title: str) -> DatasetEntry:
                     "a CIFAR-format python tarball that is not the official release (a subset)",
         defaults={"root": f"data/raw/{name}", "verify_md5": True},
         build=lambda spec, out: _prepare_cifar(name, spec, out),
-        size_of_train=lambda spec: 50000,
+        size_of_splits=lambda spec: {"train": 50000, "test": 10000},
+        prepared_shape=lambda spec: (3, 32, 32),
     )
 
 
-def _folder_entry(name: str, description: str, defaults: dict) -> DatasetEntry:
+def _folder_entry(name: str, description: str, defaults: dict,
+                  published: Callable[[dict], dict[str, int]]) -> DatasetEntry:
     return DatasetEntry(
         name=name,
         description=description,
         defaults=defaults,
         build=lambda spec, out: _prepare_folder(name, spec, out),
-        size_of_train=lambda spec: _folder_train_size(name, spec),
+        size_of_splits=lambda spec: _folder_sizes(name, spec),
+        published_sizes=published,
     )
 
 
@@ -604,7 +671,8 @@ DATASETS: dict[str, DatasetEntry] = {
         description="scikit-learn handwritten digits, 8x8 grayscale, 10 classes (offline)",
         defaults={"test_fraction": 0.25, "split_seed": 0},
         build=_prepare_digits,
-        size_of_train=_digits_train_size,
+        size_of_splits=_digits_sizes,
+        prepared_shape=lambda spec: (1, 8, 8),
         view_hparams=DIGIT_VIEWS,
     ),
     "digits_on_photos": DatasetEntry(
@@ -614,19 +682,22 @@ DATASETS: dict[str, DatasetEntry] = {
         defaults={"image_size": 24, "composites_per_digit": 1, "test_fraction": 0.25, "split_seed": 0,
                   "seed": 0},
         build=_prepare_digits_on_photos,
-        size_of_train=_digits_on_photos_train_size,
+        size_of_splits=_digits_on_photos_sizes,
         view_hparams=DIGIT_VIEWS,
     ),
     "cifar10": _cifar_entry("cifar10", "CIFAR-10"),
     "cifar100": _cifar_entry("cifar100", "CIFAR-100"),
     "mini_imagenet": _folder_entry(
         "mini_imagenet",
-        "Mini-ImageNet (100 classes) from a user-supplied image folder",
-        {"root": None, "image_size": 84, "test_fraction": 0.2, "split_seed": 0},
+        "Mini-ImageNet (100 classes of 600 images) from a user-supplied image folder: the few-shot split as "
+        "distributed or one pooled folder (dssl.data.layouts); every image pretrains unless test_fraction > 0",
+        {"root": None, "image_size": 84, "test_fraction": 0.0, "split_seed": 0},
+        lambda spec: _carved_sizes(MINI_IMAGENET_IMAGES, spec["test_fraction"]),
     ),
     "imagenet": _folder_entry(
         "imagenet",
         "ImageNet-1k from a user-supplied image folder (train/ and val/ by class)",
         {"root": None, "image_size": 224},
+        lambda spec: dict(IMAGENET_IMAGES),
     ),
 }

@@ -1,4 +1,5 @@
-"""Round checkpoints: one file per run directory, replaced atomically after each completed round.
+"""Round checkpoints: one file per run directory, replaced atomically after each completed round,
+plus one file per client state that changed (``client_states``).
 
 Layout of ``<directory>/checkpoint.pt`` (a ``torch.save`` dict):
 
@@ -7,7 +8,10 @@ Layout of ``<directory>/checkpoint.pt`` (a ``torch.save`` dict):
 - ``schedule``: the client lists of every round (FL; DecL: every client every round)
 - ``global_states``: list of global state dicts (FL; several for clustered strategies)
 - ``client_states``: DecL only, the stacked per-client model tensors (``StackedStates.tensors()``)
-- ``local_states``: one dict per client, the strategy's persistent per-client state
+- ``client_files``: per client, the file under ``<directory>/clients/`` that holds its local state
+  (the strategy's persistent per-client state), or None while it has none. A client's file is written
+  after a round that changed its state and never rewritten, so a round's checkpoint writes the global
+  models, the strategy state and the files of the clients that trained, nothing else
 - ``strategy``: the strategy's own ``state_dict()``
 - ``rng``: global torch RNG states at the end of the round, as CPU/CUDA byte tensors (the
   per-round streams are re-derived from the seed, see ``reproducibility``, so no Python or numpy
@@ -18,8 +22,9 @@ Only tensors and plain Python values (dict, list, tuple, str, int, float, bool, 
 checked when saving, so that a checkpoint loads with ``torch.load(weights_only=True)``: loading it
 never runs code from the file.
 
-The file is written to a temporary name, flushed to disk, and renamed over the old one, so a run
-killed at any moment leaves either the previous or the new checkpoint, never a torn one. A checkpoint
+Every file is written to a temporary name, flushed to disk, and renamed over the old one, so a run
+killed at any moment leaves either the previous or the new checkpoint, never a torn one; the client
+files ``checkpoint.pt`` names are in place before it is. A checkpoint
 that is damaged anyway (a copy cut short, a full disk) is an ``ArtifactError`` that says to delete it.
 """
 
@@ -35,10 +40,10 @@ import torch
 
 from dssl.artifacts import ArtifactError, check_keys, load_torch
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 1 held every client's local state inside checkpoint.pt
 CHECKPOINT_NAME = "checkpoint.pt"
 # Keys every checkpoint holds besides format and fingerprint; plus global_states (FL) or client_states (DecL).
-CHECKPOINT_KEYS = {"completed_rounds": int, "schedule": list, "local_states": list, "strategy": dict,
+CHECKPOINT_KEYS = {"completed_rounds": int, "schedule": list, "client_files": list, "strategy": dict,
                    "rng": dict, "metrics": list}
 MODEL_KEYS = ("global_states", "client_states")
 _PLAIN = (bool, int, float, str, type(None))
@@ -66,17 +71,44 @@ def save_checkpoint(directory: Path | str, payload: Mapping[str, Any]) -> Path:
     """
     payload = {"format": CHECKPOINT_FORMAT, **payload}
     _check_plain(payload, "payload")
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     target = checkpoint_path(directory)
+    _atomic_save(target, payload)
+    return target
+
+
+def save_client_file(path: Path, state: Mapping[str, Any]) -> int:
+    """One client's local state, written atomically to ``path``; the bytes written."""
+    _check_plain(state, path.name)
+    return _atomic_save(path, state)
+
+
+def load_client_file(path: Path) -> dict[str, Any]:
+    """A client's local state file, its tensors on the host; a damaged one is an ``ArtifactError``."""
+    recovery = client_file_recovery(path)
+    state = load_torch(path, map_location="cpu", recovery=recovery)
+    if not isinstance(state, dict):
+        raise ArtifactError(path, f"expected a dict, got {type(state).__name__}", recovery=recovery)
+    return state
+
+
+def client_file_recovery(path: Path) -> str:
+    directory = path.parent.parent
+    return (f"It holds a client's state for the checkpoint in {directory}, which only lets an interrupted run "
+            f"resume: delete that checkpoint (`rm -r {directory}`) to restart the run from its first round.")
+
+
+def _atomic_save(target: Path, payload: Any) -> int:
+    """``torch.save`` to a temporary name, fsync, rename over ``target``; the file's size."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with open(temporary, "wb") as handle:
         torch.save(payload, handle)
         handle.flush()
         os.fsync(handle.fileno())
+        size = handle.tell()
     os.replace(temporary, target)
-    _fsync_directory(directory)
-    return target
+    _fsync_directory(target.parent)
+    return size
 
 
 def _check_plain(value: Any, where: str) -> None:

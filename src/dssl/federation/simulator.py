@@ -16,7 +16,10 @@ copies, no per-round optimizer construction (see ``local``), one host sync per c
   hold x_i, a client trains from x_i / w_i, its update is added to x_i, and x <- P x, w <- P w.
 
 Both write a checkpoint after each completed round (``checkpoint``) and resume from it, so a killed
-run continues to the same final weights, bit for bit, as an uninterrupted one (same hardware).
+run continues to the same final weights, bit for bit, as an uninterrupted one (same hardware). What
+each client keeps between rounds lives off the training device (``client_states``: in host memory or
+on disk) and reaches the device only for the round the client trains; a round's checkpoint writes the
+global (or stacked DecL) models, the strategy state and the states of the clients that trained.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dssl.federation.checkpoint import CheckpointMismatchError, fingerprint, load_checkpoint, save_checkpoint
+from dssl.federation.client_states import ClientStates, check_storage, to_device
 from dssl.federation.local import (
     ClientData,
     LocalResult,
@@ -192,7 +196,9 @@ class Simulator:
     trains from scratch and overwrites it. ``client_workers``: how many clients of a round train at once,
     each in a forked CPU process with one torch thread (``dssl.federation.parallel``); 1 trains them one
     after another in this process. It changes the wall time only, so it is not part of the fingerprint:
-    with one torch thread here too, the weights are the same bits either way.
+    with one torch thread here too, the weights are the same bits either way. ``client_states``: where
+    the clients' local states live between their rounds, ``host`` memory or ``disk`` (``client_states``
+    module); it changes neither the result nor the fingerprint.
     """
 
     kind = "base"
@@ -208,8 +214,10 @@ class Simulator:
         run_config: Mapping[str, Any] | None = None,
         on_mismatch: str = "error",
         client_workers: int = 1,
+        client_states: str = "host",
     ):
         config.validate()
+        check_storage(client_states)
         if on_mismatch not in ON_MISMATCH:
             raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, got {on_mismatch!r}")
         if not clients:
@@ -231,12 +239,12 @@ class Simulator:
         self.optimizer = build_optimizer(method, config.optimizer, config.optimizer.lr(config.batch_size))
         # After the initial snapshot: channels-last and compilation leave values and keys unchanged.
         self.train_step = TrainStep(method, self.optimizer, config.step_options())
-        self.local_states: list[dict] = [{} for _ in self.clients]
         self.schedule = self._make_schedule()
         self.metrics: list[dict] = []
         self.completed_rounds = 0
         self._train_time = 0.0
         self.fingerprint = fingerprint(self._fingerprint_items(run_config or {}))
+        self.local_states = ClientStates(len(self.clients), client_states, self.checkpoint_dir, self.fingerprint)
 
     # -- subclass hooks ---------------------------------------------------------------------------
 
@@ -265,7 +273,8 @@ class Simulator:
         (means over the round's clients of their per-step means), ``clients``, ``steps``, ``images``,
         ``train_time_s`` (local training summed over clients: above the wall time when clients train at
         once), ``wall_time_s`` (the whole round before the checkpoint),
-        ``images_per_s`` (images / wall time), ``checkpoint_s``, and extras of the simulator kind.
+        ``images_per_s`` (images / wall time), ``checkpoint_s`` and ``checkpoint_bytes`` (what the round's
+        checkpoint wrote; 0 without one), and extras of the simulator kind.
         ``on_round_end`` is called with each record after its checkpoint is written.
         """
         configure_determinism(self.config.deterministic)
@@ -279,7 +288,7 @@ class Simulator:
                 record = self._timed_round(round_index)
                 self.completed_rounds = round_index + 1
                 self.metrics.append(record)
-                record["checkpoint_s"] = self._maybe_checkpoint()
+                record["checkpoint_s"], record["checkpoint_bytes"] = self._maybe_checkpoint()
                 if on_round_end is not None:
                     on_round_end(record)
                 bar.set_postfix(loss=f"{record.get('loss', float('nan')):.4f}")
@@ -327,7 +336,7 @@ class Simulator:
 
         def deliver(position: int, outcome: ClientOutcome) -> None:
             task = tasks[position]
-            self.local_states[task.client_id] = outcome.local_state
+            self.local_states.put(task.client_id, outcome.local_state, task.round_index)
             self._train_time += outcome.train_time_s
             if receive is not None:
                 receive(task, outcome.upload)
@@ -335,7 +344,8 @@ class Simulator:
 
         if self._workers is None:
             for position, task in enumerate(tasks):
-                deliver(position, self.train_task(task, round_states, self.local_states[task.client_id]))
+                local_state = self.local_states.fetch(task.client_id, self.device)
+                deliver(position, self.train_task(task, round_states, local_state))
         else:
             self._workers.train(tasks, round_states, self.local_states, deliver)
         return trained
@@ -406,29 +416,33 @@ class Simulator:
         if payload["schedule"] != self.schedule:
             raise CheckpointMismatchError(f"{self.checkpoint_dir}: stored client schedule differs from this run's")
         self._restore_models(payload)
-        self.local_states = payload["local_states"]
+        self.local_states.restore(payload["client_files"])
         self.strategy.load_state_dict(payload["strategy"])
         self.metrics = payload["metrics"]
         self.completed_rounds = payload["completed_rounds"]
         set_global_rng_state(payload["rng"])
         return self.completed_rounds
 
-    def _maybe_checkpoint(self) -> float:
+    def _maybe_checkpoint(self) -> tuple[float, int]:
+        """Checkpoint when due: seconds taken and bytes written (the changed client states first, then
+        checkpoint.pt naming them, then the client files it no longer names are deleted)."""
         every, done = self.config.checkpoint_every, self.completed_rounds
         if self.checkpoint_dir is None or (done % every and done != self.config.rounds):
-            return 0.0
+            return 0.0, 0
         start = time.perf_counter()
-        save_checkpoint(self.checkpoint_dir, {
+        client_bytes = self.local_states.write_changed()
+        path = save_checkpoint(self.checkpoint_dir, {
             "fingerprint": self.fingerprint,
             "completed_rounds": done,
             "schedule": self.schedule,
-            "local_states": self.local_states,
+            "client_files": self.local_states.files(),
             "strategy": self.strategy.state_dict(),
             "rng": global_rng_state(),
             "metrics": self.metrics,
             **self._model_payload(),
         })
-        return time.perf_counter() - start
+        self.local_states.commit()
+        return time.perf_counter() - start, client_bytes + path.stat().st_size
 
 
 class FLSimulator(Simulator):
@@ -569,7 +583,7 @@ class DecLSimulator(Simulator):
 
     def client_state(self, client_id: int) -> StateDict:
         """Client ``client_id``'s current model (views into the stacked states for float tensors)."""
-        kept = self.local_states[client_id].get(LOCAL_MODEL, {})
+        kept = to_device(self.local_states[client_id].get(LOCAL_MODEL, {}), self.device)
         return {**self.local_template, **self._model_row(client_id), **kept}
 
     def _model_payload(self) -> dict:

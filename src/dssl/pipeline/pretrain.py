@@ -30,7 +30,7 @@ from typing import Any
 from dssl.config.sections import backbone_family
 from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
-from dssl.pipeline.workers import client_worker_count, run_tasks, stage_device
+from dssl.pipeline.workers import client_state_storage, client_worker_count, run_tasks, stage_device
 from dssl.tracking import StageRecord
 from dssl.tracking.lineage import hardware
 
@@ -229,7 +229,7 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
     strategy, _ = build_strategy(params["strategies"][cell.strategy])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart",
-                            client_workers=client_worker_count())
+                            client_workers=client_worker_count(), client_states=client_state_storage())
     return method, simulator.run(stop_when_asked), strategy_record(strategy)
 
 
@@ -266,7 +266,7 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart",
-                              client_workers=client_worker_count())
+                              client_workers=client_worker_count(), client_states=client_state_storage())
     extra = {"mixing": mixing.tolist(), "mixing_rule": rule, "order": config.order, **strategy_record(strategy)}
     return method, simulator.run(stop_when_asked), extra
 

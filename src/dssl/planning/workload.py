@@ -1,0 +1,296 @@
+"""The work each stage of a params file does: images, FLOPs, checkpoint and output bytes.
+
+It follows what the stages run, count by count:
+- ``pretrain_fl``: every seed's client schedule (``make_schedule``, drawn from the seed as the run draws
+  it); a client trains ``local_epochs`` epochs of ``floor(n_k / batch) * batch`` images (``drop_last``)
+  in every round its strategy trains (Orchestra's round 0 only clusters). ``pretrain_decl``: every client
+  every round. ``pretrain_central``: the pooled set for ``epochs``; ``pretrain_local``: each chosen client
+  alone. Client sizes come from the written partition (``partition.json``), else an equal split of the
+  dataset (noted: exact for the balanced schemes).
+- evaluation: per seed, dataset, protocol (and stand-alone client) the protocol's passes
+  (``protocol_work``); dataset sizes counted in the data folder, else as published (noted).
+- checkpoints (``client_states``): FL writes the global models plus the state of each client that
+  trained since the last checkpoint; DecL every client's row and state each round; central and
+  stand-alone training one checkpoint at the end. Bytes are tensor bytes (``costs``).
+FLOPs of strategy-side work are not counted (FeatARC's cluster choice and frozen encoder, FedMAR's
+alignment term, Orchestra's clustering and server steps): the method's training step is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dssl.planning.costs import CostCache, EncoderCosts, backbone_costs, model_costs, state_costs
+from dssl.planning.throughput import step_option
+
+FEDAVG = {"name": "fedavg"}  # the strategy of central and stand-alone training (``train_alone``)
+STEP_KEYS = ("precision", "channels_last", "compile")
+
+
+@dataclass
+class StageCost:
+    """One stage's work over all its seeds (bytes of checkpoints per round: one seed)."""
+
+    stage: str
+    kind: str
+    model: str | None = None       # the params model it trains or evaluates (None: a random backbone)
+    backbone: str | None = None
+    images_trained: float = 0.0    # images through a forward and backward pass
+    images_forward: float = 0.0    # images through a forward pass only (evaluation)
+    flops: dict[str, float] = field(default_factory=dict)   # by step option (``throughput.step_option``)
+    checkpoint_round: float = 0.0  # bytes one round's checkpoint writes
+    checkpoint_written: float = 0.0
+    checkpoint_disk: float = 0.0   # bytes its checkpoints hold once it is done
+    outputs: float = 0.0           # bytes of the weights it saves
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_flops(self) -> float:
+        return sum(self.flops.values())
+
+    def add_flops(self, option: str, flops: float) -> None:
+        self.flops[option] = self.flops.get(option, 0.0) + flops
+
+
+def per_epoch(size: int, batch: int, drop_last: bool = True) -> int:
+    """Images one epoch over ``size`` images trains on (a last partial batch dropped or not)."""
+    return (size // batch) * batch if drop_last else size
+
+
+def evaluation_counts(labels: int, classes: int, fraction: float) -> int:
+    """Validation images ``stratified_split`` takes from ``labels`` images of ``classes`` balanced classes."""
+    per_class = labels // classes
+    return classes * min(max(round(fraction * per_class), 1), per_class - 1) if per_class > 1 else 0
+
+
+def eval_epochs(epochs: int, every: int) -> int:
+    """Epochs at which a protocol scores its validation split (every ``every``-th and the last)."""
+    return sum(1 for e in range(1, epochs + 1) if e % every == 0 or e == epochs)
+
+
+def protocol_work(config: Any, n_train: int, n_test: int, classes: int, encoder: EncoderCosts,
+                  pretrained: bool) -> tuple[float, float, float]:
+    """(images trained, images forwarded, FLOPs) of one protocol run on one encoder and dataset.
+
+    Linear heads count 2 d C FLOPs per image forward and 6 d C forward + backward (d = feature size).
+    Before a pretrained CNN is scored its BatchNorm statistics are re-estimated: one forward pass over
+    the training images.
+    """
+    from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig
+
+    d = encoder.feature_dim
+    n_val = evaluation_counts(n_train, classes, config.val_fraction)
+    n_fit = n_train - n_val
+    forward = n_train if pretrained and encoder.batchnorm else 0
+    if isinstance(config, FineTuneConfig):
+        trained = config.epochs * (n_fit - (1 if n_fit % config.batch_size == 1 else 0))  # a batch of 1 is skipped
+        checked = eval_epochs(config.epochs, config.eval_every) * n_val
+        runs = len(config.lr_grid)
+        forward += runs * checked + n_test
+        flops = (runs * trained * (encoder.train + 6 * d * classes)
+                 + forward * encoder.forward + (runs * checked + n_test) * 2 * d * classes)
+        return runs * trained, forward, flops
+    forward += n_train + n_test  # features of every image, once
+    if isinstance(config, KnnConfig):
+        return 0.0, forward, forward * encoder.forward + 2 * d * (n_val * n_fit + n_test * n_train)
+    if isinstance(config, LinearProbeConfig):  # the few-shot probe trains on its labelled subset
+        labelled = (classes * max(round(config.label_fraction * (n_train // classes)), 1)
+                    if isinstance(config, FewShotConfig) else n_fit)
+        runs = len(config.lr_grid) * len(config.weight_decay_grid)
+        head = runs * (config.epochs * labelled * 6 + eval_epochs(config.epochs, config.eval_every) * n_val * 2)
+        return 0.0, forward, forward * encoder.forward + (head + 2 * n_test) * d * classes
+    raise ValueError(f"the plan has no cost model for {type(config).__name__}: add it to protocol_work")
+
+
+class Workload:
+    """The stage costs of one validated params file, in a project at ``root``."""
+
+    def __init__(self, params: dict, root: Path, cache: CostCache | None = None,
+                 folder_notes: dict[str, str] | None = None):
+        from dssl.data.datasets import DATASETS
+
+        self.params, self.root, self.cache = params, Path(root), cache
+        pretrain = params["pretrain"]
+        self.size = int(pretrain["image_size"])
+        self.dataset = pretrain["dataset"]
+        self.in_chans = DATASETS[self.dataset].image_shape(self.dataset_spec(self.dataset))[0]
+        self.seeds = [int(s) for s in params["seeds"]]
+        self.folder_notes = dict(folder_notes or {})   # by dataset: why its folder cannot be counted
+        self.notes: dict[str, str] = {}   # plan-wide notes, by what they are about
+
+    # -- data ---------------------------------------------------------------------------------------
+
+    def dataset_spec(self, name: str) -> dict:
+        """The params entry of a dataset, its folder resolved against the project."""
+        spec = dict((self.params.get("datasets") or {}).get(name) or {})
+        if spec.get("root") and not Path(spec["root"]).is_absolute():
+            spec["root"] = str(self.root / spec["root"])
+        return spec
+
+    def sizes(self, name: str) -> dict[str, int]:
+        from dssl.data.datasets import DATASETS
+
+        sizes, counted = DATASETS[name].planned_sizes(self.dataset_spec(name))
+        if not counted:
+            why = self.folder_notes.get(name, f"{name}: no folder to count")
+            self.notes[f"sizes of {name}"] = f"{why}: the plan takes the published sizes ({_sizes_text(sizes)})"
+        return sizes
+
+    def client_sizes(self, partition: str) -> list[int]:
+        """Images per client: the written partition's, else an equal split of its dataset (noted)."""
+        from dssl.pipeline.layout import partition_dir
+
+        written = self.root / partition_dir(partition) / "partition.json"
+        if written.is_file():
+            return [int(n) for n in json.loads(written.read_text())["client_sizes"]]
+        spec = self.params["partitions"][partition]
+        total, clients = self.sizes(spec["dataset"])["train"], int(spec["clients"])
+        if spec["scheme"] not in ("iid", "dirichlet_balanced", "feature"):
+            self.notes[f"partition {partition}"] = (f"partition {partition} ({spec['scheme']}) not written yet: "
+                                                    "its clients taken as equal-sized")
+        return [total // clients + (k < total % clients) for k in range(clients)]
+
+    # -- stages -------------------------------------------------------------------------------------
+
+    def stages(self) -> list[StageCost]:
+        from dssl.pipeline.catalogue import instances
+
+        return [self.stage(instance) for instance in instances(self.params)]
+
+    def stage(self, instance) -> StageCost:
+        cost = StageCost(instance.name, instance.kind.name)
+        handler = getattr(self, f"_{instance.kind.name}", None)
+        if handler is None and instance.kind.name.startswith("evaluate_"):
+            handler = self._evaluate
+        if handler is not None:
+            handler(cost, instance.fields)
+        return cost
+
+    def _model(self, model: str):
+        return model_costs(self.params["models"][model], self.size, self.in_chans, self.cache)
+
+    def _pretraining(self, cost: StageCost, model: str, train: dict) -> None:
+        costs = self._model(model)
+        cost.model, cost.backbone = model, self.params["models"][model]["backbone"]
+        cost.add_flops(step_option(**{k: train[k] for k in STEP_KEYS if k in train}), cost.images_trained * costs.train)
+        cost.outputs = len(self.seeds) * (costs.bytes + costs.encoder.bytes)
+
+    def _pretrain_fl(self, cost: StageCost, fields: dict) -> None:
+        from dssl.federation import FLConfig, make_schedule
+        from dssl.pipeline.pretrain import build_strategy, train_schedule
+
+        train = train_schedule(self.params, "fl", fields["strategy"])
+        config = FLConfig.from_dict(train)
+        sizes = self.client_sizes(fields["partition"])
+        spec = self.params["strategies"][fields["strategy"]]
+        strategy, _ = build_strategy(dict(spec))
+        states = state_costs(self.params["models"][fields["model"]], spec, self.size, self.in_chans, self.cache)
+        epoch = [per_epoch(n, config.batch_size, config.drop_last) for n in sizes]
+        for seed in self.seeds:
+            schedule = make_schedule(len(sizes), config.clients_per_round, config.rounds, seed)
+            trains = [_trains(strategy, r, config.rounds) for r in range(config.rounds)]
+            cost.images_trained += config.local_epochs * sum(epoch[c] for r, chosen in enumerate(schedule)
+                                                             if trains[r] for c in chosen)
+            written, disk = _fl_checkpoints(schedule, config.checkpoint_every, states.global_bytes, states.client_bytes)
+            cost.checkpoint_written += written
+            cost.checkpoint_disk += disk
+        cost.checkpoint_round = states.global_bytes + config.clients_per_round * states.client_bytes
+        self._pretraining(cost, fields["model"], train)
+
+    def _pretrain_decl(self, cost: StageCost, fields: dict) -> None:
+        from dssl.federation import DecLConfig
+        from dssl.pipeline.pretrain import train_schedule
+
+        train = train_schedule(self.params, "decl", fields["strategy"])
+        config = DecLConfig.from_dict({k: v for k, v in train.items()})
+        sizes = self.client_sizes(fields["partition"])
+        spec = self.params["strategies"][fields["strategy"]]
+        states = state_costs(self.params["models"][fields["model"]], spec, self.size, self.in_chans, self.cache)
+        per_round = config.local_epochs * sum(per_epoch(n, config.batch_size, config.drop_last) for n in sizes)
+        cost.images_trained = len(self.seeds) * config.rounds * per_round
+        cost.checkpoint_round = len(sizes) * (states.row_bytes + states.client_bytes + 8)  # + a push-sum weight
+        checkpoints = math.ceil(config.rounds / config.checkpoint_every)
+        cost.checkpoint_written = len(self.seeds) * checkpoints * cost.checkpoint_round
+        cost.checkpoint_disk = len(self.seeds) * cost.checkpoint_round
+        self._pretraining(cost, fields["model"], train)
+
+    def _alone(self, cost: StageCost, model: str, sizes: list[int], train: dict) -> None:
+        """Central and stand-alone training: each of ``sizes`` trained alone (one FL round, one client)."""
+        states = state_costs(self.params["models"][model], FEDAVG, self.size, self.in_chans, self.cache)
+        batch = int(train["batch_size"])
+        cost.images_trained = len(self.seeds) * int(train["epochs"]) * sum(per_epoch(n, batch) for n in sizes)
+        cost.checkpoint_round = states.global_bytes + states.client_bytes
+        cost.checkpoint_written = cost.checkpoint_disk = len(self.seeds) * len(sizes) * cost.checkpoint_round
+        self._pretraining(cost, model, train)
+        cost.outputs *= len(sizes)
+
+    def _pretrain_central(self, cost: StageCost, fields: dict) -> None:
+        train = self.params["pretrain"]["central"]["train"]
+        self._alone(cost, fields["model"], [self.sizes(self.dataset)["train"]], train)
+
+    def _pretrain_local(self, cost: StageCost, fields: dict) -> None:
+        sizes = self.client_sizes(fields["partition"])
+        chosen = self.local_clients(fields["partition"], len(sizes))
+        self._alone(cost, fields["model"], [sizes[c] for c in chosen], self.params["pretrain"]["local"]["train"])
+
+    def local_clients(self, partition: str, count: int) -> list[int]:
+        from dssl.config.grids import local_clients
+
+        return [c for c in local_clients(self.params, partition, count) if 0 <= c < count]
+
+    def _evaluate(self, cost: StageCost, fields: dict) -> None:
+        from dssl.config.sections import DATASET_FACTS
+        from dssl.data.datasets import DATASETS
+        from dssl.evaluation import PROTOCOLS
+
+        framework = cost.kind.removeprefix("evaluate_")
+        pretrained = framework != "random"
+        cost.model = fields.get("model")
+        cost.backbone = fields["backbone"] if not pretrained else self.params["models"][cost.model]["backbone"]
+        clients = 1
+        if framework == "local":
+            clients = len(self.local_clients(fields["partition"], len(self.client_sizes(fields["partition"]))))
+        evaluate = self.params["evaluate"]
+        for dataset in evaluate["datasets"]:
+            sizes = self.sizes(dataset)
+            channels = DATASETS[dataset].image_shape(self.dataset_spec(dataset))[0]
+            encoder = backbone_costs(cost.backbone, self.size, channels, self.cache)
+            for protocol in evaluate["protocols"][framework]:
+                section = evaluate.get(protocol) or {}
+                config = PROTOCOLS[protocol].make_config({k: v for k, v in section.items() if k not in STEP_KEYS})
+                trained, forward, flops = protocol_work(config, sizes["train"], sizes.get("test", 0),
+                                                        DATASET_FACTS[dataset]["num_classes"], encoder, pretrained)
+                runs = len(self.seeds) * clients
+                cost.images_trained += runs * trained
+                cost.images_forward += runs * forward
+                cost.add_flops(step_option(**{k: section[k] for k in STEP_KEYS if k in section}), runs * flops)
+
+
+def _trains(strategy, round_index: int, rounds: int) -> bool:
+    """Whether the strategy's clients train in this round (Orchestra's round 0 only clusters)."""
+    import torch
+
+    from dssl.federation.strategies.base import ClientContext
+
+    return strategy.trains(ClientContext(0, round_index, rounds, 0, None, torch.device("cpu"), None))
+
+
+def _fl_checkpoints(schedule: list[list[int]], every: int, global_bytes: int, client_bytes: int) -> tuple[int, int]:
+    """Bytes an FL run's checkpoints write, and hold at the end: each writes the global models and the
+    state of every client that trained since the one before."""
+    written, pending, ever = 0, set(), set()
+    for index, chosen in enumerate(schedule, 1):
+        pending |= set(chosen)
+        ever |= set(chosen)
+        if index % every == 0 or index == len(schedule):
+            written += global_bytes + len(pending) * client_bytes
+            pending = set()
+    return written, global_bytes + len(ever) * client_bytes
+
+
+def _sizes_text(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{split} {n:,}" for split, n in sizes.items())
