@@ -55,6 +55,7 @@ CASES = [
     ("fedu", {"divergence": "code"}, byol, 8, "fl", {}),
     ("fedema", {}, byol, 8, "fl", {}),
     ("fedema", {"divergence": "code"}, byol, 8, "fl", {}),
+    ("fedema", {"divergence": "paper_flat", "skipped": "blend"}, byol, 8, "fl", {}),
     ("ldawa", {}, simsiam, 8, "fl", {}),
     ("ldawa", {"warmup_rounds": 1, "granularity": "model"}, simsiam, 8, "fl", {}),
     ("orchestra", {"server_steps": 5}, orchestra, 16, "fl", {}),
