@@ -181,3 +181,12 @@ def test_the_lineage_section_names_the_hardware_and_flags_results_from_several_m
     assert "**The results come from 3 machines**" in text
     assert "CPU A (AVX512), torch 2.14.1 (2 files)" in text and "CPU B (AVX2)" in text
     assert "not recorded (1 file)" in text  # result files written before the hardware was recorded
+
+
+def test_table1_puts_paper_as_iid_dirichlet_in_the_iid_column() -> None:
+    from dssl.pipeline.report import is_iid
+    from dssl.reporting.sections.table1 import IID, LABEL, partition_setting
+
+    assert partition_setting("dirichlet_balanced", 1e5) == IID == partition_setting("iid", float("nan"))
+    assert partition_setting("dirichlet_balanced", 0.1) == LABEL
+    assert is_iid({"scheme": "dirichlet_balanced", "alpha": 1.0e5}) and not is_iid({"scheme": "feature"})

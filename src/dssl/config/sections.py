@@ -36,7 +36,7 @@ DATASET_KEYS = {
 COMMON_PARTITION_KEYS = {"dataset", "scheme", "clients", "seed"}
 PARTITION_SCHEME_KEYS = {
     "iid": set(),
-    "dirichlet_balanced": {"alpha", "sinkhorn_iters"},
+    "dirichlet_balanced": {"alpha", "sinkhorn_iters", "rounding"},
     "dirichlet_min_size": {"alpha", "min_size"},
     "k_classes": {"classes_per_client"},
     "feature": {"augment"},
@@ -104,6 +104,10 @@ def check_partitions(c: Checker) -> None:
             c.number(spec, "alpha", path, low=0, low_open=True, hint="Dirichlet concentration > 0; 1e5 ~ IID")
         if scheme == "dirichlet_balanced" and "sinkhorn_iters" in spec:
             c.number(spec, "sinkhorn_iters", path, integer=True, low=1)
+        if scheme == "dirichlet_balanced" and "rounding" in spec:
+            from dssl.data.partition import ROUNDINGS
+
+            c.choice(spec, "rounding", ROUNDINGS, path)
         if scheme == "dirichlet_min_size" and "min_size" in spec:
             c.number(spec, "min_size", path, integer=True, low=1)
         if scheme == "k_classes":

@@ -20,6 +20,19 @@ def strategy_text(spec: dict) -> str:
     return f"{spec['name']} ({options})" if options else spec["name"]
 
 
+def is_iid(spec: dict) -> bool:
+    """An even random split, or a Dirichlet at paper A's IID concentration (alpha >= 1e5)."""
+    from dssl.data.partition import IID_ALPHA
+
+    return spec["scheme"] == "iid" or ("alpha" in spec and float(spec["alpha"]) >= IID_ALPHA)
+
+
+def partition_text(spec: dict) -> str:
+    """``dirichlet_balanced alpha=0.1``: a partition's scheme and options as params.yaml states them."""
+    options = " ".join(f"{k}={v}" for k, v in spec.items() if k not in ("dataset", "scheme", "clients", "seed"))
+    return f"{spec['scheme']} {options}".strip()
+
+
 def settings(params: dict) -> dict[str, object]:
     """The settings a reader needs to interpret the numbers, as params.yaml states them."""
     from dssl.config.grids import grid_cells
@@ -37,8 +50,9 @@ def settings(params: dict) -> dict[str, object]:
         "FL clients": sorted({partitions[p]["clients"] for p in fl_partitions}),
         "FL clients per round": fl["train"]["clients_per_round"],
         "FL rounds x local epochs": f"{fl['train']['rounds']} x {fl['train']['local_epochs']}",
-        "label non-IID": ", ".join(f"{p}: {partitions[p]['scheme']} alpha={partitions[p].get('alpha')}"
-                                   for p in fl_partitions if "alpha" in partitions[p]),
+        "IID": ", ".join(f"{p}: {partition_text(partitions[p])}" for p in fl_partitions if is_iid(partitions[p])),
+        "label non-IID": ", ".join(f"{p}: {partition_text(partitions[p])}"
+                                   for p in fl_partitions if "alpha" in partitions[p] and not is_iid(partitions[p])),
         "DecL clients": sorted({partitions[p]["clients"] for p in decl_partitions if p in partitions}),
         "DecL rounds x local epochs": f"{decl['train']['rounds']} x {decl['train']['local_epochs']}",
         "strategies": "; ".join(f"{name} = {strategy_text(spec)}" for name, spec in params["strategies"].items()),
