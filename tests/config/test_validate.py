@@ -170,13 +170,16 @@ def test_strategy_declarations_read_from_source_match_the_registry() -> None:
     import sys
 
     from dssl.config.strategies import declared_strategies
-    from dssl.federation import STRATEGIES
+    from dssl.federation import STRATEGIES, create_strategy
 
     declared = declared_strategies()
     assert set(declared) == set(STRATEGIES)
     for name, cls in STRATEGIES.items():
         assert list(declared[name].options) == cls.option_names(), name
         assert declared[name].frameworks == tuple(cls.frameworks), name
+        built = create_strategy(name)   # the defaults it runs with are the ones read from the source
+        for option, default in declared[name].defaults:
+            assert built.hparams.get(option, default) == default, (name, option)
     code = "import sys, dssl.config.params as p; p.load_params('params.yaml'); assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 

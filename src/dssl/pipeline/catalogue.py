@@ -202,12 +202,14 @@ def _code_outputs(params: dict) -> list[str]:
 
 
 def _report_inputs(params: dict) -> list[str]:
-    """Every evaluation result folder, every weight-distance folder (Table 5), and the theory summary
-    when the theory stage runs."""
+    """Every evaluation result folder, every weight-distance folder (Table 5), every graph (Table 6 states
+    its mixing rules' distances), and the theory summary when the theory stage runs."""
     evaluations = [kind for kind in KINDS if kind.name.startswith("evaluate_") or kind.name == "weight_distance"]
     results = [out.rstrip("/").format(**fields) for kind in evaluations
                for fields in kind.grid(params) for out in kind.outputs(params)]
-    return results + (["reports/theory"] if params.get("theory") else [])
+    graphs = [f"data/graphs/{name}/graph.json" for name in [*(params.get("graphs") or {}),
+                                                             *(params.get("improved_graphs") or {})]]
+    return results + graphs + (["reports/theory"] if params.get("theory") else [])
 
 
 def _report_outputs(params: dict) -> list[str]:

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import DISTANCES, METRICS
+from dssl.pipeline.layout import DISTANCES, GRAPHS, METRICS
 
 REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
@@ -82,6 +82,8 @@ def run(params_path: Path | str) -> Path:
         "settings": settings(params),
         "theory": theory,
         "weight_distances": DISTANCES,   # every weight_distance output (Table 5)
+        "graphs": GRAPHS,                # every graph's statistics (Table 6: the mixing rules' distances)
+        "models": params["models"], "strategies": params["strategies"],   # what each row ran
     }
     # Build everything in a scratch folder first: a failure leaves the previous report intact.
     build = REPORTS / ".report-build"

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dssl.reporting.claims import ALL_VERDICTS, Finding
-from dssl.reporting.results import load_results, load_weight_distances
+from dssl.reporting.results import load_graph_stats, load_results, load_weight_distances
 from dssl.reporting.sections import FOLDER, ReportContext, SectionOutput, create_section
 from dssl.reporting.tables import dataset_name, load_paper_numbers, markdown_table
 
@@ -87,14 +87,19 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
     """Load the results; write README.md and, in ``FOLDER``, claims.csv and each section's CSV and figures.
 
     ``context``: ``profile``, ``dataset`` (downstream dataset the tables show); optional ``settings``,
-    ``theory`` (Markdown), ``paper`` (paper numbers; default the packaged ones) and ``weight_distances``
-    (the folder of the weight_distance stages' outputs). Returns written paths.
+    ``theory`` (Markdown), ``paper`` (paper numbers; default the packaged ones), ``weight_distances``
+    (the folder of the weight_distance stages' outputs), ``graphs`` (the folder of the graph stages'
+    outputs), ``models`` and ``strategies`` (params.yaml's entries, which sections quote to say what
+    ran). Returns written paths.
     """
     distances = context.get("weight_distances")
+    graphs = context.get("graphs")
     ctx = ReportContext(results=load_results(results_dir), profile=context["profile"], dataset=context["dataset"],
                         paper=context.get("paper") or load_paper_numbers(), settings=context.get("settings") or {},
                         theory=context.get("theory"),
-                        weight_distances=load_weight_distances(distances) if distances is not None else None)
+                        weight_distances=load_weight_distances(distances) if distances is not None else None,
+                        graphs=load_graph_stats(graphs) if graphs is not None else {},
+                        models=context.get("models") or {}, strategies=context.get("strategies") or {})
     outputs = build_sections(ctx, sections)
     folder = Path(out_dir) / FOLDER
     folder.mkdir(parents=True, exist_ok=True)

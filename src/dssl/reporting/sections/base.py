@@ -36,6 +36,9 @@ class ReportContext:
     settings: Mapping[str, Any] = field(default_factory=dict)
     theory: str | None = None
     weight_distances: pd.DataFrame | None = None   # paper A's Table 5 (``results.load_weight_distances``)
+    graphs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)   # graph -> its graph.json stats
+    models: Mapping[str, Any] = field(default_factory=dict)       # params.yaml's models entries
+    strategies: Mapping[str, Any] = field(default_factory=dict)   # params.yaml's strategies entries
 
 
 @dataclass

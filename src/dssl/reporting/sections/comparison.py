@@ -21,15 +21,42 @@ from typing import Any, ClassVar, Mapping
 
 import pandas as pd
 
+from dssl.config.strategies import declared_strategies
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.results import accuracy_summary
 from dssl.reporting.sections.base import FOLDER, ReportContext, ReportSection, register_section
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from dssl.reporting.tables import CELL_NOTE, format_summary, markdown_table
+from dssl.topology.mixing import DEFAULT_RULE
 
 PLACE = {"fl": "partition", "decl": "graph", "local": "partition"}
 OTHER_FRAMEWORKS = ("central", "local")   # row specs "<framework>/<model>"
 CellSpec = tuple[str, str, str, str]   # (framework, model, strategy or "", place or "")
+
+
+def model_text(spec: Mapping[str, Any]) -> str:
+    """``byol on cnn_small (predictor=False)``: a models entry as params.yaml states it."""
+    hparams = ", ".join(f"{k}={v}" for k, v in (spec.get("hparams") or {}).items())
+    return f"{spec.get('method')} on {spec.get('backbone')}" + (f" ({hparams})" if hparams else "")
+
+
+def strategy_text(spec: Mapping[str, Any]) -> str:
+    """``fedema (aggregation=uniform, divergence=paper, ...; train: rounds=200)``: a strategies entry with every
+    option it runs with (the strategy's declared defaults filled in) and its training overrides."""
+    declared = declared_strategies().get(spec.get("name"))
+    options = declared.resolved(dict(spec)) if declared else {k: v for k, v in spec.items() if k not in ("name", "train")}
+    options.update({k: spec[k] for k in ("mixing", "order") if k in spec})
+    text = ", ".join(f"{k}={v}" for k, v in options.items())
+    train = spec.get("train") or {}
+    if train:
+        text += "; train: " + ", ".join(f"{k}={_inline(v)}" for k, v in train.items())
+    return f"{spec.get('name')} ({text})"
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 class StrategyComparison(ReportSection):
@@ -42,6 +69,7 @@ class StrategyComparison(ReportSection):
     # An ablation's claim is that removing a part hurts; the ablated model may collapse (that is the
     # finding), so only the best row (the full method) must beat random init for the claim to be tested.
     gate_best_row_only: ClassVar[bool] = False
+    note: ClassVar[str] = ""                     # which definitions the rows use, where a paper and its code differ
 
     def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
                  protocol: str = "finetune", best: str | None = None, references: tuple[str, ...] | list[str] = (),
@@ -142,8 +170,9 @@ class StrategyComparison(ReportSection):
                  + "; ".join(f"{r.row}, {r.column}: {self._cell_text(r)}" for r in data.itertuples()) + "."
                  + (f" Reference rows, not part of the claim: {', '.join(self.references)}." if self.references else "")
                  + (f" Paper-scale only (not run in this profile): {', '.join(self.paper_scale_only)}."
-                    if self.paper_scale_only else ""),
-                 "**Measured (this pipeline)**", markdown_table(measured)]
+                    if self.paper_scale_only else "")]
+        parts += self.choices(data, ctx)
+        parts += ["**Measured (this pipeline)**", markdown_table(measured)]
         paper = self._paper(ctx.paper)
         if paper is not None:
             parts += ["**Paper A** (its setting; mean of 3 trials)", markdown_table(paper)]
@@ -151,6 +180,19 @@ class StrategyComparison(ReportSection):
                      + ("\n".join(f"- {f.subject}: **{f.verdict}** — {f.evidence()}" for f in findings)
                         or "- no column has the paper's best row and another row"))
         return "\n\n".join(parts)
+
+    def choices(self, data: pd.DataFrame, ctx: ReportContext) -> list[str]:
+        """Paragraphs saying which definition each row ran: every model and strategy of the cells as
+        params.yaml configures them (strategy options with their defaults filled in, and the entry's
+        ``train`` overrides). Sections whose rows depend on a choice between a paper's definition and its
+        authors' code add their own sentence (``note``)."""
+        models = dict.fromkeys(m for m in data["model"] if m in ctx.models)
+        strategies = dict.fromkeys(s for s in data["strategy"] if s and s in ctx.strategies)
+        if not models and not strategies:
+            return [self.note] if self.note else []
+        ran = [f"{m} = {model_text(ctx.models[m])}" for m in models]
+        ran += [f"{s} = {strategy_text(ctx.strategies[s])}" for s in strategies]
+        return [f"**What ran**: {'; '.join(ran)}." + (f" {self.note}" if self.note else "")]
 
     def _cell_text(self, r) -> str:
         if r.framework == "central":
@@ -220,6 +262,29 @@ class Table6(StrategyComparison):
     def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "decl",
                  protocol: str = "finetune", best: str | None = None) -> None:
         super().__init__(model, rows, columns, framework, protocol, best)
+
+    def choices(self, data: pd.DataFrame, ctx: ReportContext) -> list[str]:
+        """Adds, per graph of the table, its degrees and each rule's distance from uniform mixing: on a graph
+        whose clients all have the same |A_i| the rules' matrices coincide and the table cannot separate them."""
+        return super().choices(data, ctx) + [text for graph in dict.fromkeys(data["place"])
+                                             if (text := self.mixing_text(graph, data, ctx))]
+
+    def mixing_text(self, graph: str, data: pd.DataFrame, ctx: ReportContext) -> str:
+        stats = ctx.graphs.get(graph)
+        if stats is None:
+            return ""
+        rules = {row: (ctx.strategies.get(strategy) or {}).get("mixing", DEFAULT_RULE)
+                 for row, strategy, place in zip(data["row"], data["strategy"], data["place"]) if place == graph}
+        distances = [f"{row} ({rule}) {stats[f'distance_to_uniform_{rule}']:.3g}" for row, rule in rules.items()
+                     if f"distance_to_uniform_{rule}" in stats]
+        same = [row for row, rule in rules.items() if stats.get(f"distance_to_uniform_{rule}", 1.0) < 1e-9]
+        text = (f"**Mixing on {graph}**: |A_i| from {stats['connectivity_min']:.0f} to {stats['connectivity_max']:.0f} "
+                f"(mean {stats['connectivity_mean']:.2f}); each rule's largest weight difference from uniform mixing "
+                f"(1/|A_i|), max_ij |W_ij - U_ij|: " + ", ".join(distances) + ".")
+        if same:
+            text += (f" {', '.join(same)} mix exactly as uniform weights on this graph: any accuracy gap between "
+                     "them is seed and hardware noise.")
+        return text
 
 
 @register_section("table7")
