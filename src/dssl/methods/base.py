@@ -167,7 +167,23 @@ def create_method(
     if unknown:
         raise ValueError(f"method {name!r} has no hyper-parameter {unknown}; accepted: {accepted}")
     encoder = create_backbone(backbone, image_size, in_chans)
-    return cls(encoder, image_size, in_chans, **hparams)
+    method = cls(encoder, image_size, in_chans, **hparams)
+    method.build_args = (name, backbone, image_size, in_chans, dict(hparams))   # for ``rebuild_method``
+    return method
+
+
+def rebuild_method(method: SSLMethod, seed: int) -> SSLMethod:
+    """A new method built as ``method`` was by ``create_method`` (same method, backbone, sizes and
+    hyper-parameters), its weights drawn by the same initialisation from ``seed``, on ``method``'s device.
+    The global RNG is left as it was."""
+    build_args = getattr(method, "build_args", None)
+    if build_args is None:
+        raise ValueError(f"method {type(method).__name__} was not built by create_method; it cannot be rebuilt")
+    name, backbone, image_size, in_chans, hparams = build_args
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        fresh = create_method(name, backbone, image_size, in_chans, **hparams)
+    return fresh.to(next(method.parameters()).device)
 
 
 @torch.no_grad()
