@@ -8,6 +8,7 @@ The training engine relies on:
 - ``local_state_keys()``: state_dict keys a federation strategy may keep on the client;
 - ``client_state_keys()``: per-client memory (EMA target / momentum networks, MoCo's queue) that
   every strategy keeps on the client: never uploaded, replaced by a global model, or mixed;
+- ``round_memory_keys()``: the part of that memory that restarts every round instead of persisting;
 - ``part_keys(part)``: the state keys of one part of the Siamese model (paper B's framework):
   ``online`` (encoder + projector), ``predictor``, ``target`` (EMA target) or ``memory`` (queue);
 - ``after_optimizer_step()``: called after every optimiser step (EMA targets update here);
@@ -111,6 +112,12 @@ class SSLMethod(nn.Module, ABC):
     def client_state_keys(self) -> list[str]:
         """Per-client memory: the EMA target networks and ``memory_modules`` (never shared)."""
         return self.part_keys("target") + self.part_keys("memory")
+
+    def round_memory_keys(self) -> list[str]:
+        """Per-client memory that starts every round a client trains as at its first (target networks copied
+        from the online ones it starts from, other memory the initial one) instead of persisting: none by
+        default; paper B's code resets MoCo's key encoder and queue every round."""
+        return []
 
     def part_keys(self, part: str) -> list[str]:
         """state_dict keys of ``part``: ``online``, ``predictor``, ``target`` or ``memory``.

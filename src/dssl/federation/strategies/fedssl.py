@@ -93,6 +93,7 @@ class FedSSL(Strategy):
         self.initial_local = snapshot(method, [k for k in keys if k in self.local_keys])
         self.replaced = self.replacement(update)
         self.kept_keys = tuple(k for k in keys if k not in self.replaced or update == "ema")
+        self.round_memory = tuple(method.round_memory_keys())
 
     def _check_method(self, method: nn.Module) -> None:
         needs_target = (self.hparams["aggregate_encoder"] in ("target", "both")
@@ -134,7 +135,7 @@ class FedSSL(Strategy):
             start[key] = global_state[source]
         if self.hparams["update_encoder"] == "ema":
             self.blend_into(start, kept, global_state, self.online_keys, self.hparams["encoder_ema"])
-        return start
+        return self.restart_round_memory(start)
 
     def first_start(self, global_state: Mapping[str, torch.Tensor]) -> StateDict:
         """A client's first start: every network from the global model, memory from the initial one."""
