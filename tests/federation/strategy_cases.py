@@ -52,6 +52,7 @@ CASES = [
     ("fedavg", {"aggregation": "data_size"}, simsiam, 8, "decl", {}),
     ("fedavg", {}, simsiam, 8, "decl", {"push_sum": True}),
     ("fedssl", {"update_predictor": "local"}, byol, 8, "fl", {}),
+    ("fedssl", {"first_round_target": "online"}, byol, 8, "fl", {}),
     ("fedu", {"divergence": "code"}, byol, 8, "fl", {}),
     ("fedema", {}, byol, 8, "fl", {}),
     ("fedema", {"divergence": "code"}, byol, 8, "fl", {}),

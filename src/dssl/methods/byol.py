@@ -81,6 +81,7 @@ class BYOL(SiameseMethod):
         stop_gradient: bool = True,
         ema_target: bool = True,
         flip_p: float = 0.5,
+        target_optimized: bool = True,
     ) -> None:
         del in_chans
         dim = encoder.feature_dim
@@ -97,6 +98,7 @@ class BYOL(SiameseMethod):
             stop_gradient=bool(stop_gradient),
             ema_target=bool(ema_target),
             flip_p=flip_p,
+            target_optimized=bool(target_optimized),
         )
         super().__init__(
             encoder,

@@ -107,6 +107,7 @@ class SimSiam(SiameseMethod):
         ema_target: bool = False,
         momentum: float = 0.99,
         flip_p: float = 0.5,
+        target_optimized: bool = True,
     ) -> None:
         del in_chans  # the views keep the input's channels
         dim = encoder.feature_dim
@@ -123,6 +124,7 @@ class SimSiam(SiameseMethod):
             ema_target=bool(ema_target),
             momentum=momentum,
             flip_p=flip_p,
+            target_optimized=bool(target_optimized),
         )
         super().__init__(
             encoder,
