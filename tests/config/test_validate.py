@@ -139,6 +139,25 @@ def test_registry_names_match_the_validator() -> None:
     assert sections.METHOD_NAMES == set(METHODS)
     assert sections.BACKBONE_NAMES == set(BACKBONES)
     assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
+    from dssl.federation.local import OPTIMIZERS, SCHEDULES
+
+    assert sections.OPTIMIZER_NAMES == set(OPTIMIZERS) and sections.SCHEDULE_NAMES == set(SCHEDULES)
+
+
+def test_a_strategy_entry_may_carry_its_own_optimizer_recipe(good: dict) -> None:
+    from dssl.pipeline.pretrain import optimizer_config, train_schedule
+
+    recipe = {"name": "adam", "base_lr": 1.0e-3, "weight_decay": 1.0e-6}
+    good["strategies"]["fedavg"]["train"] = {"rounds": 3, "batch_size": 64, "optimizer": recipe}
+    assert problems_of(good) == {}
+    model = next(iter(good["models"]))
+    assert optimizer_config(good, model, "fedavg") == recipe
+    assert optimizer_config(good, model) == good["pretrain"]["optimizers"]["cnn"]
+    assert train_schedule(good, "fl", "fedavg")["batch_size"] == 64
+    good["strategies"]["fedavg"]["train"]["optimizer"] = {"name": "lamb", "base_lr": 0.0, "schedule": "step"}
+    assert problems_of(good) == {"strategies.fedavg.train.optimizer.name": "unknown value 'lamb'",
+                                 "strategies.fedavg.train.optimizer.base_lr": "must be > 0, got 0.0",
+                                 "strategies.fedavg.train.optimizer.schedule": "unknown value 'step'"}
 
 
 def test_strategy_entries_are_checked_against_the_strategy_registry(good: dict) -> None:

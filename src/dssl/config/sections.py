@@ -163,6 +163,10 @@ BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet
 PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "local", "random")
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
+OPTIMIZER_NAMES = {"sgd", "adamw", "adam"}
+SCHEDULE_NAMES = {"constant", "cosine"}
+# A strategy entry's ``train`` may also replace the model's optimizer recipe (a baseline trained as its authors did).
+ENTRY_RECIPE_KEY = "optimizer"
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
 FL_TRAIN_KEYS = {"rounds", "clients_per_round", "local_epochs", "batch_size"}
 DECL_TRAIN_KEYS = {"rounds", "local_epochs", "batch_size"}
@@ -200,6 +204,17 @@ def _name_list(c: Checker, entry: dict, key: str, names, path: str, what: str) -
     return [v for v in values if v in names]
 
 
+def _check_optimizer(c: Checker, spec: object, path: str) -> None:
+    """An optimizer recipe: ``pretrain.optimizers.<family>`` or a strategy entry's ``train.optimizer``."""
+    spec = c.mapping(spec, path)
+    if spec is not None:
+        c.unknown_keys(spec, OPTIMIZER_KEYS, path)
+        c.choice(spec, "name", OPTIMIZER_NAMES, path)
+        c.number(spec, "base_lr", path, low=0, low_open=True)
+        if "schedule" in spec:
+            c.choice(spec, "schedule", SCHEDULE_NAMES, path)
+
+
 def _train_numbers(c: Checker, train: dict, path: str, keys: tuple[str, ...]) -> None:
     for key in keys:
         c.number(train, key, path, integer=True, low=1)
@@ -216,11 +231,7 @@ def check_pretrain(c: Checker) -> None:
     _check_decoded_size(c, pretrain)
     optimizers = c.mapping(pretrain.get("optimizers", {}), "pretrain.optimizers") or {}
     for family in ("cnn", "vit"):
-        spec = c.mapping(optimizers.get(family), f"pretrain.optimizers.{family}")
-        if spec is not None:
-            c.unknown_keys(spec, OPTIMIZER_KEYS, f"pretrain.optimizers.{family}")
-            c.choice(spec, "name", {"sgd", "adamw"}, f"pretrain.optimizers.{family}")
-            c.number(spec, "base_lr", f"pretrain.optimizers.{family}", low=0, low_open=True)
+        _check_optimizer(c, optimizers.get(family), f"pretrain.optimizers.{family}")
     models = c.params.get("models") or {}
     for framework in ("fl", "decl", "central"):  # dvc.yaml expands every one of them
         if framework in pretrain:
@@ -364,8 +375,10 @@ def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
     c.unknown_keys(spec, {"name", "train", *strategies[name].options, *DECL_ROUND_KEYS}, path)
     if "train" in spec:
         train = c.mapping(spec["train"], f"{path}.train") or {}
-        c.unknown_keys(train, FL_TRAIN_KEYS | DECL_TRAIN_KEYS, f"{path}.train")
+        c.unknown_keys(train, FL_TRAIN_KEYS | DECL_TRAIN_KEYS | {ENTRY_RECIPE_KEY}, f"{path}.train")
         _train_numbers(c, train, f"{path}.train", tuple(sorted(set(train) & (FL_TRAIN_KEYS | DECL_TRAIN_KEYS))))
+        if ENTRY_RECIPE_KEY in train:
+            _check_optimizer(c, train[ENTRY_RECIPE_KEY], f"{path}.train.{ENTRY_RECIPE_KEY}")
     if "mixing" in spec:
         c.choice(spec, "mixing", MIXING, path)
     if "order" in spec:
@@ -388,8 +401,9 @@ def _check_grid_strategies(c: Checker, grid: dict, framework: str, path: str) ->
         elif framework == "fl" and DECL_ROUND_KEYS & set(spec):
             c.add(where, f"strategy {name!r} sets {sorted(DECL_ROUND_KEYS & set(spec))}, which only DecL uses",
                   "give the FL grid a strategy entry without them")
-        elif isinstance(spec.get("train"), dict) and set(spec["train"]) - TRAIN_KEYS[framework]:
-            c.add(where, f"strategy {name!r} sets train keys {sorted(set(spec['train']) - TRAIN_KEYS[framework])}, "
+        elif isinstance(spec.get("train"), dict) and set(spec["train"]) - TRAIN_KEYS[framework] - {ENTRY_RECIPE_KEY}:
+            c.add(where, f"strategy {name!r} sets train keys "
+                         f"{sorted(set(spec['train']) - TRAIN_KEYS[framework] - {ENTRY_RECIPE_KEY})}, "
                          f"which {framework} training does not have", f"{framework} train keys: "
                   f"{', '.join(sorted(TRAIN_KEYS[framework]))}")
 
