@@ -314,7 +314,8 @@ def test_local_section_names_partitions_clients_and_schedule(good: dict) -> None
     assert problems["pretrain.local.grids.paper-b.partitions[1]"] == "'fl-cifar' is not defined in 'partitions'"
 
 
-@pytest.mark.parametrize("name", ["params.yaml", "configs/ci.yaml", "configs/paper.yaml", "configs/paper_b.yaml"])
+@pytest.mark.parametrize("name", ["params.yaml", "configs/ci.yaml", "configs/paper.yaml", "configs/paper_b.yaml",
+                                  "configs/paper_b_cifar100.yaml"])
 def test_params_files_survive_dvcs_yaml_round_trip(name: str) -> None:
     """`dvc exp run -S key=value` rewrites the params file with DVC's own YAML round trip, which drops
     the quotes of flow-style values; a flow mapping of "model:strategy" specs would come back unreadable.

@@ -381,6 +381,16 @@ class FedEMATable(StrategyComparison):
              "its stand-alone row trains and evaluates each client on its own (here: their mean).")
 
 
+@register_section("fedema_non_iid_level")
+class FedEMANonIIDLevel(FedEMATable):
+    """Paper B's non-IID level: FedEMA against FedBYOL and FedU as the classes per client vary (columns)."""
+
+    title = "Paper B: FedEMA across non-IID levels (classes per client)"
+    claim = "FedEMA outperforms FedBYOL and FedU at every non-IID level (paper B)"
+    intro = ("Paper B varies how many whole classes each of its 5 clients holds; columns are classes per client "
+             "(all of them: every client holds a fifth of every class).")
+
+
 @register_section("fedssl_predictor")
 class FedSSLPredictor(StrategyComparison):
     """Paper B's ablation: the predictor is necessary (without it FedSimSiam and FedBYOL collapse)."""
