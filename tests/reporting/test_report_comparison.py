@@ -223,3 +223,10 @@ def test_fedema_against_stand_alone_clients_with_the_central_model_as_a_referenc
     assert "Reference rows, not part of the claim: Centralised BYOL" in out.markdown
     assert "Paper-scale only (not run in this profile): FedEMA with a constant lambda" in out.markdown
     assert "each client of fl-2class trained alone" in out.markdown
+    ctx = context(tmp_path / "with-configs", records)
+    ctx.strategies = {"fedema": {"name": "fedema", "aggregation": "data_size"},
+                      "fedssl": {"name": "fedssl", "aggregation": "data_size"}}
+    text = create_section("fedema", options).render(ctx).markdown
+    assert "fedema = fedema (aggregation=data_size, scaler=auto, tau=0.7, ema_lambda=0.8, divergence=paper, " \
+           "skipped=restart)" in text   # the defaults it ran with, as the strategy declares them
+    assert "read on the norm paper B's code tuned them on" in text
