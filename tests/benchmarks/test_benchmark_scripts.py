@@ -41,7 +41,9 @@ def load_vs_flower():
                       "--batch", "4", "--steps", "1", "--threads", "1"], r"^resnet18_imagenet\s+channels_last\s+\d"),
     ("determinism_fill.py", ["--models", "simsiam:cnn_small", "--steps", "1", "--repeats", "1"],
      r"^simsiam\s+cnn_small\s+step with fill\s+\d+\.\d\d ms, without\s+\d+\.\d\d ms\s+saving\s+-?\d+\.\d %$"),
-], ids=["data_path", "fl_overhead", "decl_gossip", "gpu_round", "determinism_fill"])
+    ("divergence_scales.py", ["--rounds", "2", "--clients", "2", "--per-round", "2", "--images", "64", "--threads", "1"],
+     r"^ratio flat/paper: \d+\.\d\d \.\. \d+\.\d\d \(median \d+\.\d\d\)$"),
+], ids=["data_path", "fl_overhead", "decl_gossip", "gpu_round", "determinism_fill", "divergence_scales"])
 def test_a_benchmark_prints_its_figure(name, args, figure, tmp_path):
     done = run_script(name, *args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
