@@ -43,7 +43,10 @@ def load_vs_flower():
      r"^simsiam\s+cnn_small\s+step with fill\s+\d+\.\d\d ms, without\s+\d+\.\d\d ms\s+saving\s+-?\d+\.\d %$"),
     ("checkpoint_bytes.py", ["--clients", "10", "--per-round", "2", "--rounds", "2", "--backbone", "cnn_small",
                              "--size", "8"], r"^bytes_per_round: \d+\.\d{3} GiB \(2 client states .* at most these: yes\)$"),
-], ids=["data_path", "fl_overhead", "decl_gossip", "gpu_round", "determinism_fill", "checkpoint_bytes"])
+    ("divergence_scales.py", ["--rounds", "2", "--clients", "2", "--per-round", "2", "--images", "64", "--threads", "1"],
+     r"^ratio flat/paper: \d+\.\d\d \.\. \d+\.\d\d \(median \d+\.\d\d\)$"),
+], ids=["data_path", "fl_overhead", "decl_gossip", "gpu_round", "determinism_fill", "checkpoint_bytes",
+      "divergence_scales"])
 def test_a_benchmark_prints_its_figure(name, args, figure, tmp_path):
     done = run_script(name, *args, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -174,6 +174,25 @@ def test_registry_names_match_the_validator() -> None:
     assert sections.METHOD_NAMES == set(METHODS)
     assert sections.BACKBONE_NAMES == set(BACKBONES)
     assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
+    from dssl.federation.local import OPTIMIZERS, SCHEDULES
+
+    assert sections.OPTIMIZER_NAMES == set(OPTIMIZERS) and sections.SCHEDULE_NAMES == set(SCHEDULES)
+
+
+def test_a_strategy_entry_may_carry_its_own_optimizer_recipe(good: dict) -> None:
+    from dssl.pipeline.pretrain import optimizer_config, train_schedule
+
+    recipe = {"name": "adam", "base_lr": 1.0e-3, "weight_decay": 1.0e-6}
+    good["strategies"]["fedavg"]["train"] = {"rounds": 3, "batch_size": 64, "optimizer": recipe}
+    assert problems_of(good) == {}
+    model = next(iter(good["models"]))
+    assert optimizer_config(good, model, "fedavg") == recipe
+    assert optimizer_config(good, model) == good["pretrain"]["optimizers"]["cnn"]
+    assert train_schedule(good, "fl", "fedavg")["batch_size"] == 64
+    good["strategies"]["fedavg"]["train"]["optimizer"] = {"name": "lamb", "base_lr": 0.0, "schedule": "step"}
+    assert problems_of(good) == {"strategies.fedavg.train.optimizer.name": "unknown value 'lamb'",
+                                 "strategies.fedavg.train.optimizer.base_lr": "must be > 0, got 0.0",
+                                 "strategies.fedavg.train.optimizer.schedule": "unknown value 'step'"}
 
 
 def test_strategy_entries_are_checked_against_the_strategy_registry(good: dict) -> None:
@@ -205,13 +224,16 @@ def test_strategy_declarations_read_from_source_match_the_registry() -> None:
     import sys
 
     from dssl.config.strategies import declared_strategies
-    from dssl.federation import STRATEGIES
+    from dssl.federation import STRATEGIES, create_strategy
 
     declared = declared_strategies()
     assert set(declared) == set(STRATEGIES)
     for name, cls in STRATEGIES.items():
         assert list(declared[name].options) == cls.option_names(), name
         assert declared[name].frameworks == tuple(cls.frameworks), name
+        built = create_strategy(name)   # the defaults it runs with are the ones read from the source
+        for option, default in declared[name].defaults:
+            assert built.hparams.get(option, default) == default, (name, option)
     code = "import sys, dssl.config.params as p; p.load_params('params.yaml'); assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
@@ -327,7 +349,8 @@ def test_local_section_names_partitions_clients_and_schedule(good: dict) -> None
     assert problems["pretrain.local.grids.paper-b.partitions[1]"] == "'fl-cifar' is not defined in 'partitions'"
 
 
-@pytest.mark.parametrize("name", ["params.yaml", "configs/ci.yaml", "configs/paper.yaml", "configs/paper_b.yaml"])
+@pytest.mark.parametrize("name", ["params.yaml", "configs/ci.yaml", "configs/paper.yaml", "configs/paper_b.yaml",
+                                  "configs/paper_b_cifar100.yaml"])
 def test_params_files_survive_dvcs_yaml_round_trip(name: str) -> None:
     """`dvc exp run -S key=value` rewrites the params file with DVC's own YAML round trip, which drops
     the quotes of flow-style values; a flow mapping of "model:strategy" specs would come back unreadable.

@@ -16,6 +16,7 @@ from dssl.data.partition import (
     balance_shares,
     count_matrix,
     create_partition,
+    largest_remainder,
     load_partition,
     partition_stats,
     plot_partition_heatmap,
@@ -84,11 +85,57 @@ def test_dirichlet_balanced_any_alpha_gives_near_equal_clients(alpha: float, cli
     spec = {"scheme": "dirichlet_balanced", "clients": clients, "alpha": alpha}
     partition = create_partition(LABELS, spec, seed=0)
     _check_disjoint(partition, len(LABELS))
-    sizes = partition.sizes()
-    target = len(LABELS) / clients
-    # floor() per (client, class) cell loses < 1 sample per cell: at most one per class per client.
-    assert sizes.max() <= target + 1 and sizes.min() >= target - 10 - 1
-    assert partition.meta["unassigned"] <= clients * 10 + 10
+    assert np.ptp(partition.sizes()) <= 1   # largest-remainder rounding: sizes within one, nothing dropped
+    assert partition.meta["unassigned"] == 0
+    code = create_partition(LABELS, {**spec, "rounding": "floor"}, seed=0)
+    _check_disjoint(code, len(LABELS))
+    # the code's floor() per (client, class) cell loses < 1 sample per cell: at most one per class per client
+    assert code.sizes().max() <= len(LABELS) / clients + 1
+    assert 0 <= code.meta["unassigned"] <= clients * 10
+
+
+def test_largest_remainder_by_hand() -> None:
+    """3 clients x 3 classes of 2 samples, every quota row and column summing to 2. Rounding each class on
+    its own by largest remainder would give client 1 three samples (0.6, 0.6, 0.8); the two-margin rounding
+    keeps every client at 2 and, among those roundings, rounds up the largest remainders (total 3.7)."""
+    quotas = np.array([[0.9, 0.9, 0.2], [0.6, 0.6, 0.8], [0.5, 0.5, 1.0]])
+    counts = largest_remainder(np.rint(quotas * 10**6).astype(np.int64), np.array([2, 2, 2]))
+    assert counts.sum(axis=0).tolist() == [2, 2, 2] and counts.sum(axis=1).tolist() == [2, 2, 2]
+    assert counts[0].tolist() == [1, 1, 0] and counts[:, 2].tolist() == [0, 1, 1]
+    assert counts[1, :2].sum() == counts[2, :2].sum() == 1
+    assert ((counts - np.floor(quotas)) * (quotas - np.floor(quotas))).sum() == pytest.approx(3.7)
+    # 2 clients: 5 samples of one class, quotas 2.6 / 2.4 -> sizes 3 / 2 by the larger remainder
+    assert largest_remainder(np.array([[2_600_000], [2_400_000]]), np.array([5])).ravel().tolist() == [3, 2]
+
+
+def test_the_codes_iid_alpha_gives_each_client_its_share_of_every_class() -> None:
+    spec = {"scheme": "dirichlet_balanced", "clients": 7, "alpha": 1e5}
+    counts = count_matrix(create_partition(LABELS, spec, seed=0), LABELS, 10)
+    share = np.bincount(LABELS) / 7
+    assert np.all(np.abs(counts - share) < 1)   # floor or ceil of N_c / K per class and client
+    random_split = count_matrix(create_partition(LABELS, SPECS["iid"], seed=0), LABELS, 10)
+    assert np.abs(random_split - share).max() > 2
+
+
+@pytest.mark.parametrize("name, spec", [
+    *SPECS.items(),
+    ("dirichlet_balanced-iid", {"scheme": "dirichlet_balanced", "clients": 10, "alpha": 1e5}),
+    ("dirichlet_balanced-skewed", {"scheme": "dirichlet_balanced", "clients": 20, "alpha": 0.001}),
+    ("k_classes-all-dealt-twice", {"scheme": "k_classes", "clients": 5, "classes_per_client": 4}),
+])
+def test_every_partition_holds_each_training_index_exactly_once(name: str, spec: dict) -> None:
+    partition = create_partition(LABELS, spec, seed=1)
+    joined = np.sort(np.concatenate(partition.client_indices))
+    assert np.array_equal(joined, np.arange(len(LABELS))), name
+    assert partition.meta["unassigned"] == 0
+
+
+def test_k_classes_leaves_out_only_the_classes_no_client_is_dealt() -> None:
+    partition = create_partition(LABELS, {"scheme": "k_classes", "clients": 3, "classes_per_client": 2}, seed=0)
+    unused = partition.meta["unused_classes"]
+    assert len(unused) == 4
+    joined = np.sort(np.concatenate(partition.client_indices))
+    assert np.array_equal(joined, np.flatnonzero(~np.isin(LABELS, unused)))
 
 
 def test_dirichlet_balanced_alpha_orders_the_skew() -> None:

@@ -131,3 +131,22 @@ def test_orchestra_projection_memory_stays_with_its_client():
         assert torch.equal(simulator.local_states[client][LOCAL_MODEL]["memory"], strategy.uploads[2, client]["memory"])
     ends = [strategy.uploads[2, c]["memory"] for c in range(CLIENTS)]
     assert not torch.equal(ends[0], ends[1]) and not torch.equal(ends[1], ends[2])
+
+
+@pytest.mark.parametrize("kind", ["fl", "decl"])
+def test_moco_code_options_restart_key_networks_and_queue_every_round(kind):
+    """Paper B's code: every round a client starts with key networks copied from the query networks it
+    receives and with the initial queue (pointer 0); the defaults keep both from the client's last round."""
+    torch.manual_seed(0)
+    method = create_method("moco", "cnn_small", 8, 1, queue_size=16, proj_output_dim=4,
+                           reset_key_encoder=True, reset_queue=True)
+    initial = {k: v.clone() for k, v in method.state_dict().items()}
+    strategy = Recording()
+    simulate(kind, method, strategy).run()
+    for client in range(CLIENTS):
+        start, last = strategy.starts[1, client], strategy.uploads[0, client]
+        for key in method.part_keys("target"):
+            assert torch.equal(start[key], start[method.online_key_of(key)]), key
+            assert not torch.equal(start[key], last[key]) or not start[key].is_floating_point(), key
+        assert torch.equal(start["queue"], initial["queue"]) and int(start["queue_ptr"]) == 0
+        assert not torch.equal(last["queue"], initial["queue"])   # it did fill the queue in round 1

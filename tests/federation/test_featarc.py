@@ -39,6 +39,28 @@ def simclr(image_size: int = 8, **hparams):
     return create_method("simclr", "cnn_small", image_size, 1, proj_output_dim=width, **hparams)
 
 
+# -- clusters --------------------------------------------------------------------------------------
+
+def test_every_cluster_is_initialised_as_the_model_is_built():
+    """ResNet-18's layer1 convolutions come from torchvision's Kaiming init, std sqrt(2 / (64 * 3 * 3)) = 0.059
+    (PyTorch's default conv init, U(+-1/sqrt(64 * 9)), has std 0.024): cluster 1 has it too, and a model of
+    another seed draws another cluster 1."""
+    key = "encoder.layer1.0.conv1.weight"
+    clusters = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        method = create_method("simclr", "resnet18_cifar", 8, 3, proj_hidden_dim=16, proj_output_dim=512)
+        strategy = FeatARC(num_clusters=2)
+        strategy.setup(method)
+        clusters.append(strategy.initial_global_states({k: v.clone() for k, v in method.state_dict().items()}))
+    kaiming = (2 / (64 * 9)) ** 0.5
+    for states in clusters:
+        assert [float(s[key].std()) for s in states] == pytest.approx([kaiming] * 2, rel=0.05)
+        assert not torch.equal(states[0][key], states[1][key])
+        assert torch.equal(states[1]["encoder.bn1.weight"], torch.ones(64))   # BN as built: weight 1
+    assert not torch.equal(clusters[0][1][key], clusters[1][1][key])
+
+
 # -- selection -------------------------------------------------------------------------------------
 
 def test_alignment_by_hand():

@@ -27,7 +27,7 @@ def _steps(model: nn.Module, optimizer: torch.optim.Optimizer, count: int) -> No
         optimizer.step()
 
 
-@pytest.mark.parametrize("name", ["sgd", "adamw"])
+@pytest.mark.parametrize("name", ["sgd", "adamw", "adam"])
 def test_reset_optimizer_behaves_like_a_new_one(name):
     config = OptimizerConfig(name=name, base_lr=0.1, weight_decay=0.01)
     model = _model()
@@ -80,3 +80,17 @@ def test_configs_from_params_mappings():
         DecLConfig.from_dict({"rounds": 3, "clients_per_round": 2})
     with pytest.raises(ValueError, match="rounds"):
         FLConfig(rounds=0).validate()
+
+
+def test_adam_couples_weight_decay_into_the_gradient():
+    """Dec-SSL's FeatARC trains with Adam and an L2 weight decay: one step from a zero loss gradient moves a
+    weight w = 2 by lr * sign(wd * w) = lr; AdamW's decoupled decay moves it by lr * wd * w."""
+    moved = {}
+    for name in ("adam", "adamw"):
+        model = torch.nn.Linear(1, 1, bias=False)
+        model.weight.data.fill_(2.0)
+        optimizer = build_optimizer(model, OptimizerConfig(name=name, weight_decay=0.1), lr=0.01)
+        model.weight.grad = torch.zeros_like(model.weight)
+        optimizer.step()
+        moved[name] = 2.0 - float(model.weight)
+    assert moved == pytest.approx({"adam": 0.01, "adamw": 0.01 * 0.1 * 2.0}, rel=1e-4)

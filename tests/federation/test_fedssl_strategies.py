@@ -11,7 +11,9 @@ import torch
 from dssl.data.imageset import ArrayImageSet
 from dssl.federation import ClientData, DecLConfig, DecLSimulator, FLConfig, FLSimulator, OptimizerConfig
 from dssl.federation import Upload, create_strategy
+from dssl.federation.state import load_state_
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext
+from dssl.federation.strategies.divergence import LAST_ROUND, conv_kernel_keys
 from dssl.federation.strategies.ldawa import LDAWA
 from dssl.methods import create_method
 
@@ -30,16 +32,16 @@ def filled(method, value: float, keys=None) -> dict:
     return {k: torch.full_like(state[k], value) for k in (keys if keys is not None else state)}
 
 
-def ctx(client_id: int = 0) -> ClientContext:
-    return ClientContext(client_id, 1, 2, 1, tiny_clients()[0], torch.device("cpu"), torch.Generator())
+def ctx(client_id: int = 0, round_index: int = 1) -> ClientContext:
+    return ClientContext(client_id, round_index, 5, 1, tiny_clients()[0], torch.device("cpu"), torch.Generator())
 
 
 def start_of(strategy, method, global_value=GLOBAL, local_value=LOCAL, client_id=0, local_state=None):
     """The start state of a client that kept ``local_value`` everywhere, given a ``global_value`` model."""
     strategy.setup(method)
     global_state = filled(method, global_value, strategy.shared_keys)
-    if local_state is None:
-        local_state = {LOCAL_MODEL: filled(method, local_value, strategy.kept_keys)}
+    if local_state is None:  # it trained in the previous round (ctx's round 1)
+        local_state = {LOCAL_MODEL: filled(method, local_value, strategy.kept_keys), LAST_ROUND: 0}
     return strategy.client_update_start(client_id, global_state, local_state, ctx(client_id)), global_state
 
 
@@ -126,6 +128,10 @@ def test_bad_design_space_options_fail_loudly():
         create_strategy("fedssl", upload="online")
     with pytest.raises(ValueError, match="unknown divergence"):
         create_strategy("fedema", divergence="flat")
+    with pytest.raises(ValueError, match="unknown skipped"):
+        create_strategy("fedema", skipped="keep")
+    with pytest.raises(ValueError, match="paper_flat"):
+        create_strategy("fedu", divergence_of="predictor")
     with pytest.raises(ValueError, match="has none"):
         create_strategy("fedu").setup(create_method("moco", "cnn_small", 8, 1))
 
@@ -152,7 +158,7 @@ def test_fedssl_defaults_are_fedavg_with_the_target_kept_local():
 
 # -- FedU --------------------------------------------------------------------------------------
 
-def fedu_case(threshold, divergence="paper", drift=None):
+def fedu_case(threshold, divergence="paper_flat", drift=None):
     """Global online params 1; the client's online params 1 except one tensor shifted by 0.1 per element."""
     method = byol()
     strategy = create_strategy("fedu", threshold=threshold, divergence=divergence)
@@ -195,11 +201,11 @@ def test_fedema_constant_lambda_gives_the_exact_mu_and_blend():
     divergence = math.sqrt(sum((LOCAL - GLOBAL) ** 2 * method.state_dict()[k].numel() for k in params))
     scale = 0.4 / divergence  # lambda chosen so that mu = 0.4
     mu = min(scale * divergence, 1.0)
-    strategy = create_strategy("fedema", scaler="constant", ema_lambda=scale)
+    strategy = create_strategy("fedema", scaler="constant", ema_lambda=scale, divergence="paper_flat")
     strategy.setup(method)
     global_state = filled(method, GLOBAL, strategy.shared_keys)
     kept = filled(method, LOCAL, strategy.kept_keys)
-    local_state = {LOCAL_MODEL: kept}
+    local_state = {LOCAL_MODEL: kept, LAST_ROUND: 0}
     start = strategy.client_update_start(0, global_state, local_state, ctx())
     assert local_state["fedema"]["divergence"] == pytest.approx(divergence)
     assert local_state["fedema"]["mu"] == pytest.approx(mu)
@@ -211,14 +217,14 @@ def test_fedema_constant_lambda_gives_the_exact_mu_and_blend():
     assert values(start, [k for k in method.part_keys("online") if k not in strategy.param_keys
                           and start[k].is_floating_point()]) == {GLOBAL}
     # A large divergence caps mu at 1: the client keeps its own online network.
-    strategy = create_strategy("fedema", scaler="constant", ema_lambda=1.0)
+    strategy = create_strategy("fedema", scaler="constant", ema_lambda=1.0, divergence="paper_flat")
     start, _ = start_of(strategy, method)
     assert values(start, params) == {LOCAL}
 
 
 def test_fedema_autoscaler_sets_lambda_once_so_that_mu_equals_tau():
     method = byol()
-    strategy = create_strategy("fedema", tau=0.7)
+    strategy = create_strategy("fedema", tau=0.7, divergence="paper_flat")
     strategy.setup(method)
     trained = filled(method, LOCAL, strategy.shared_keys)
     new_global = filled(method, GLOBAL, strategy.shared_keys)
@@ -228,10 +234,10 @@ def test_fedema_autoscaler_sets_lambda_once_so_that_mu_equals_tau():
     assert strategy.lambdas == {"4": pytest.approx(0.7 / divergence)}
     strategy.server_step([filled(method, 9.0, strategy.shared_keys)], [Upload(4, 8, trained)], 1)
     assert strategy.lambdas["4"] == pytest.approx(0.7 / divergence)  # measured once
-    local_state = {LOCAL_MODEL: filled(method, LOCAL, strategy.kept_keys)}
+    local_state = {LOCAL_MODEL: filled(method, LOCAL, strategy.kept_keys), LAST_ROUND: 0}
     strategy.client_update_start(4, new_global, local_state, ctx(4))
     assert local_state["fedema"]["mu"] == pytest.approx(0.7)
-    restored = create_strategy("fedema", tau=0.7)
+    restored = create_strategy("fedema", tau=0.7, divergence="paper_flat")
     restored.load_state_dict(strategy.state_dict())
     assert restored.lambdas == strategy.lambdas
 
@@ -256,9 +262,108 @@ def test_fedema_code_divergence_autoscales_from_the_first_drift():
     strategy.server_step([new_global], [Upload(1, 8, filled(method, LOCAL, strategy.shared_keys),
                                                extras={"drift": 0.4})], 0)
     assert strategy.lambdas == {"1": pytest.approx(2.0)}  # tau / the drift of its first local training
-    local_state = {LOCAL_MODEL: filled(method, LOCAL, strategy.kept_keys), "drift": 0.4}
+    local_state = {LOCAL_MODEL: filled(method, LOCAL, strategy.kept_keys), "drift": 0.4, LAST_ROUND: 0}
     strategy.client_update_start(1, new_global, local_state, ctx(1))
     assert local_state["fedema"]["mu"] == pytest.approx(0.8)
+
+
+# -- the divergence: which tensors, which norm, from where -----------------------------------------
+
+KERNELS = ("encoder.features.0.weight", "encoder.features.3.weight", "encoder.features.6.weight")
+
+
+def shifted_kernels(state: dict, offsets=(0.1, 0.2, 0.3)) -> dict:
+    """``state`` with cnn_small's three convolution kernels shifted by one offset each."""
+    return {**state, **{k: state[k] + offset for k, offset in zip(KERNELS, offsets)}}
+
+
+def kernel_norm(method, offsets=(0.1, 0.2, 0.3)) -> float:
+    """The code's norm of ``shifted_kernels``: mean over the kernels of offset * sqrt(size)."""
+    sizes = [method.state_dict()[k].numel() for k in KERNELS]
+    return sum(o * math.sqrt(n) for o, n in zip(offsets, sizes)) / len(KERNELS)
+
+
+def test_the_paper_divergence_is_the_codes_mean_of_per_kernel_norms():
+    method = byol()
+    strategy = create_strategy("fedu", threshold=0.4)
+    strategy.setup(method)
+    assert strategy.measured_keys == KERNELS
+    global_state = filled(method, GLOBAL, strategy.shared_keys)
+    kept = {**filled(method, GLOBAL, strategy.kept_keys), "projector.0.weight": filled(method, 5.0)["projector.0.weight"]}
+    kept = shifted_kernels(kept)
+    local_state = {LOCAL_MODEL: kept, LAST_ROUND: 0}
+    strategy.client_update_start(0, global_state, local_state, ctx())
+    # 0.1 * sqrt(32 * 1 * 9), 0.2 * sqrt(64 * 32 * 9), 0.3 * sqrt(128 * 64 * 9), averaged; the projector is no kernel
+    expected = (0.1 * math.sqrt(288) + 0.2 * math.sqrt(18432) + 0.3 * math.sqrt(73728)) / 3
+    assert local_state["fedu"]["divergence"] == pytest.approx(expected) == pytest.approx(kernel_norm(method))
+    flat = create_strategy("fedu", divergence="paper_flat")
+    flat.setup(method)
+    assert flat.divergence(global_state, kept, {}) > 4 * expected   # the flattened norm is several times larger
+
+
+def test_resnet18_divergence_averages_its_17_kernels_without_the_shortcuts():
+    torch.manual_seed(0)
+    method = create_method("byol", "resnet18_cifar", 8, 3, proj_hidden_dim=16, proj_output_dim=8)
+    strategy = create_strategy("fedema")
+    strategy.setup(method)
+    assert len(strategy.measured_keys) == 17
+    assert not [k for k in strategy.measured_keys if "downsample" in k]
+    shapes = {k: v.shape for k, v in method.state_dict().items()}
+    assert len([k for k in strategy.online_keys if len(shapes[k]) == 4]) == 20   # 3 shortcuts left out
+    assert conv_kernel_keys(shapes, ["encoder.layer2.0.downsample.0.weight", "encoder.conv1.weight"]) == [
+        "encoder.conv1.weight"]
+
+
+def test_code_drift_is_measured_from_the_blended_start():
+    """The origin of ``code``'s drift is the state local training starts from, after FedEMA's blend."""
+    method = byol()
+    strategy = create_strategy("fedema", divergence="code", scaler="constant", ema_lambda=2.0)
+    strategy.setup(method)
+    global_state = filled(method, GLOBAL, strategy.shared_keys)
+    local_state = {LOCAL_MODEL: filled(method, LOCAL, strategy.kept_keys), "drift": 0.25, LAST_ROUND: 0}
+    context = ctx()
+    start = strategy.client_update_start(0, global_state, local_state, context)
+    assert local_state["fedema"]["mu"] == pytest.approx(0.5)   # 2.0 * the stored drift 0.25
+    torch.testing.assert_close(start[KERNELS[0]], torch.full_like(start[KERNELS[0]], 2.0))   # 0.5 * 3 + 0.5 * 1
+    load_state_(method, shifted_kernels(dict(start)))   # local training moves the kernels by 0.1, 0.2, 0.3
+    upload = strategy.client_upload(0, method, local_state, context)
+    assert upload.extras["drift"] == pytest.approx(kernel_norm(method)) == pytest.approx(local_state["drift"])
+    assert local_state[LAST_ROUND] == 1
+
+
+def participate(strategy, method, local_state, round_index, global_value, trained_value):
+    """One participation: the start from a global model filled with ``global_value``, then local training
+    that leaves every shared and kept tensor at ``trained_value``; returns the start."""
+    context = ctx(0, round_index)
+    start = strategy.client_update_start(0, filled(method, global_value, strategy.shared_keys), local_state, context)
+    load_state_(method, filled(method, trained_value))
+    strategy.client_upload(0, method, local_state, context)
+    return start
+
+
+@pytest.mark.parametrize("skipped", ["restart", "blend"])
+def test_fedema_mu_on_a_schedule_with_a_gap(skipped):
+    """The client trains in rounds 0, 1 and 3. Round 1 follows round 0: mu = lambda * d, d = |3 - 1| * S with S
+    the mean sqrt-size of the kernels. Round 3 follows a skipped round: ``restart`` starts from the global
+    model (target included, mu = 0); ``blend`` blends the model of round 1, d = |2.5 - 1| * S."""
+    method = byol()
+    scale = sum(math.sqrt(method.state_dict()[k].numel()) for k in KERNELS) / len(KERNELS)
+    strategy = create_strategy("fedema", scaler="constant", ema_lambda=0.2 / scale, skipped=skipped)
+    strategy.setup(method)
+    local_state: dict = {}
+    participate(strategy, method, local_state, 0, GLOBAL, LOCAL)
+    assert "fedema" not in local_state   # first participation: the global model
+    start = participate(strategy, method, local_state, 1, GLOBAL, 2.5)
+    assert local_state["fedema"]["mu"] == pytest.approx(0.4)   # 0.2 / S * 2 * S
+    for key in KERNELS:
+        torch.testing.assert_close(start[key], torch.full_like(start[key], 0.4 * LOCAL + 0.6 * GLOBAL))
+    start = participate(strategy, method, local_state, 3, GLOBAL, 2.0)
+    if skipped == "restart":
+        assert local_state["fedema"] == {"divergence": None, "mu": 0.0, "restarted": True}
+        assert values(start, method.part_keys("online") + method.part_keys("target")) == {GLOBAL}
+    else:
+        assert local_state["fedema"]["mu"] == pytest.approx(0.3)   # 0.2 / S * 1.5 * S
+        assert values(start, method.part_keys("target")) == {2.5}
 
 
 def test_fl_only_strategies_refuse_decl():

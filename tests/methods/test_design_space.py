@@ -125,3 +125,25 @@ def test_part_keys_cover_the_model_once():
     assert parts[3] == ["queue", "queue_ptr"]
     with pytest.raises(ValueError, match="unknown model part"):
         model.part_keys("decoder")
+
+
+def test_paper_b_heads_and_augmentation_for_simsiam_and_simclr():
+    from torch import nn
+
+    from dssl.methods.augment import FedSSLTransform
+    from dssl.methods.simsiam import SimSiamTransform
+
+    torch.manual_seed(0)
+    code = create_method("simsiam", "cnn_small", 8, 1, heads="fedssl", augmentation="fedssl")
+    linears = [(m.in_features, m.out_features) for m in code.projector.modules() if isinstance(m, nn.Linear)]
+    assert linears == [(128, 1024), (1024, 512)]   # paper B's 512-4096-2048 at d = 128: d-8d-4d
+    assert [(m.in_features, m.out_features) for m in code.predictor if isinstance(m, nn.Linear)] == [(512, 1024), (1024, 512)]
+    assert not any(isinstance(m, nn.BatchNorm1d) and not m.affine for m in code.projector.modules())   # no output BN
+    assert type(code.transform) is FedSSLTransform and code.transform.crop_scale == (0.08, 1.0)
+    default = create_method("simsiam", "cnn_small", 8, 1)
+    assert type(default.transform) is SimSiamTransform and default.transform.crop_scale == (0.2, 1.0)
+    assert default.hparams["proj_output_dim"] == 128 and default.hparams["heads"] == "simsiam"
+    linear = create_method("simclr", "cnn_small", 8, 1, head="linear")
+    assert [type(m) for m in linear.projector] == [nn.Linear] and linear.projector[0].out_features == 32
+    with pytest.raises(ValueError, match="unknown SimSiam heads"):
+        create_method("simsiam", "cnn_small", 8, 1, heads="byol")

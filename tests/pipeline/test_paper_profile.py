@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from dssl.config.params import read_params, validate
@@ -59,9 +60,11 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     assert "evaluate_decl@mae-vit-general-10-decl-uniform" in names
     # paper A's MAR grids: Fig. 2b across alpha in FL and DecL, Tables 6-8 and Table 2's baselines
     assert {"pretrain_fl@mae-vit-fl-label-a0p001-fedmar", "pretrain_decl@mae-vit-uniform-5-a0p01-decmar",
-            "pretrain_decl@mae-vit-uniform-10-decl-push-sum", "pretrain_fl@mae-vit-fl-label-fedmar-mmd-0p01",
+            "pretrain_fl@mae-vit-fl-label-fedmar-mmd-0p01",
             "pretrain_fl@mae-vit-fl-label-fedmar-g1", "pretrain_fl@byol-cnn-fl-label-t2-fedema",
             "pretrain_fl@simclr-cnn-fl-label-t2-featarc", "evaluate_fl@simclr-cnn-fl-label-t2-featarc",
+            "pretrain_fl@ldawa-cnn-fl-label-t2-ldawa", "pretrain_fl@mae-cnn-fl-label-t2-fedmar",
+            "pretrain_decl@mae-vit-general-10-decl-push-sum",
             "pretrain_fl@orchestra-cnn-fl-label-t2-orchestra", "weight_distance@mae-vit-fl-label-fedmar",
             "weight_distance@simsiam-vit-fl-label-fedavg", "pretrain_local@mae-vit-fl-label"} <= names
 
@@ -118,10 +121,11 @@ def test_paper_b_profile_expands_to_its_tables(make_project) -> None:
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert validate(params, root) == []
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 51
+    assert len(dvc) == expected_stage_count(params) == 75
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert {"pretrain_fl@moco-v2-r18-fl-2class-fedssl", "pretrain_fl@byol-r18-fl-2class-fedema",
+            "pretrain_fl@moco-v1-r18-fl-iid-fedssl-constant-lr", "pretrain_fl@byol-r18-fl-6class-fedu",
             "pretrain_fl@byol-r18-fl-2class-fedema-l1p6", "pretrain_fl@simsiam-nopred-fl-2class-fedssl",
             "pretrain_fl@simsiam-nosg-fl-2class-fedssl",
             "evaluate_central@byol-r18", "pretrain_local@byol-r18-fl-2class", "evaluate_local@byol-r18-fl-2class"} <= names
@@ -136,3 +140,33 @@ def test_table2_cells_carry_their_own_schedule() -> None:
     assert train_schedule(params, "fl", "t2-fedmar")["rounds"] == 200
     assert train_schedule(params, "fl", "t2-fedmar")["local_epochs"] == 10
     assert train_schedule(params, "fl", "fedmar") == params["pretrain"]["fl"]["train"]
+
+
+def test_paper_b_cifar100_profile_expands_to_its_column(make_project) -> None:
+    """Paper B's CIFAR-100 column pretrains on CIFAR-100 with 20 of the 100 classes per client: its own profile."""
+    root = make_project("configs/paper_b_cifar100.yaml")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    assert validate(params, root) == []
+    dvc, _ = dvc_stages(root)
+    assert len(dvc) == expected_stage_count(params)
+    assert dvc == snakemake_stages(root)
+    names = {s.name for s in dvc}
+    assert {"prepare@cifar100", "pretrain_fl@byol-r18-fl-20class-fedema", "pretrain_fl@simsiam-r18-fl-iid-fedssl",
+            "pretrain_local@byol-r18-fl-20class"} <= names
+
+
+def test_each_table2_baseline_trains_with_its_authors_recipe() -> None:
+    """Table 2's baselines carry their own optimizer, lr at their batch size and schedule; FedMAR paper A's."""
+    from dssl.pipeline.pretrain import optimizer_config, train_schedule
+
+    params = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
+    recipes = {"t2-fedu": ("byol-cnn", "sgd", 0.032, 128, "cosine"), "t2-fedema": ("byol-cnn", "sgd", 0.032, 128, "cosine"),
+               "t2-ldawa": ("ldawa-cnn", "sgd", 0.03, 256, "constant"),
+               "t2-featarc": ("simclr-cnn", "adam", 1.0e-3, 256, "constant"),
+               "t2-orchestra": ("orchestra-cnn", "sgd", 0.003, 16, "constant")}
+    for strategy, (model, name, lr, batch, schedule) in recipes.items():
+        recipe, train = optimizer_config(params, model, strategy), train_schedule(params, "fl", strategy)
+        assert (recipe["name"], train["batch_size"], recipe.get("schedule", "constant")) == (name, batch, schedule)
+        assert recipe["base_lr"] * batch / 256 == pytest.approx(lr), strategy   # the authors' lr at their batch
+        assert (train["rounds"], train["local_epochs"]) == (200, 10)
+    assert optimizer_config(params, "mae-cnn", "t2-fedmar") == params["pretrain"]["optimizers"]["cnn"]

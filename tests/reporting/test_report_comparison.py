@@ -72,6 +72,26 @@ def test_per_column_row_specs_and_pinned_places(tmp_path):
     assert out.findings[0].verdict == "supported" and "doubly_stochastic" in out.findings[0].detail
 
 
+def test_table6_says_how_far_each_rule_mixes_from_uniform_and_what_ran(tmp_path):
+    records = [decl_result("general", 5, acc + noise, seed=seed, graph="general-5", strategy=strategy)
+               for seed, noise in enumerate(NOISE) for strategy, acc in (("decl-ds", 0.70), ("decl-mh", 0.71))]
+    ctx = context(tmp_path, records)
+    ctx.graphs = {"general-5": {"connectivity_min": 3.0, "connectivity_max": 8.0, "connectivity_mean": 5.0,
+                                "distance_to_uniform_data_size": 0.012, "distance_to_uniform_metropolis_hastings": 0.0}}
+    ctx.strategies = {"decl-ds": {"name": "fedavg", "mixing": "data_size", "order": "mix_then_train"},
+                      "decl-mh": {"name": "fedavg", "mixing": "metropolis_hastings"}}
+    ctx.models = {"mae-vit": {"method": "mae", "backbone": "vit_small"}}
+    section = create_section("table6", {"model": "mae-vit", "columns": {"connectivity_5": "general-5"},
+                                        "rows": {"fl_reference": "decl-uniform@complete", "data_size": "decl-ds",
+                                                 "doubly_stochastic": "decl-mh"}})
+    text = section.render(ctx).markdown
+    assert "|A_i| from 3 to 8 (mean 5.00)" in text
+    assert "data_size (data_size) 0.012, doubly_stochastic (metropolis_hastings) 0" in text
+    assert "doubly_stochastic mix exactly as uniform weights on this graph" in text
+    assert "mae-vit = mae on vit_small" in text
+    assert "decl-ds = fedavg (aggregation=uniform, keep_local=False, mixing=data_size, order=mix_then_train)" in text
+
+
 def test_bad_options_fail_when_the_section_is_created():
     with pytest.raises(ValueError, match="not among the rows"):
         create_section("table8", {"model": "m", "rows": {"0": "a"}, "columns": {"x": "p"}})
@@ -203,3 +223,10 @@ def test_fedema_against_stand_alone_clients_with_the_central_model_as_a_referenc
     assert "Reference rows, not part of the claim: Centralised BYOL" in out.markdown
     assert "Paper-scale only (not run in this profile): FedEMA with a constant lambda" in out.markdown
     assert "| Stand-alone | non_iid | local/byol-cnn/fl-2class |" in out.markdown   # the complete cell
+    ctx = context(tmp_path / "with-configs", records)
+    ctx.strategies = {"fedema": {"name": "fedema", "aggregation": "data_size"},
+                      "fedssl": {"name": "fedssl", "aggregation": "data_size"}}
+    text = create_section("fedema", options).render(ctx).markdown
+    assert "fedema = fedema (aggregation=data_size, scaler=auto, tau=0.7, ema_lambda=0.8, divergence=paper, " \
+           "skipped=restart)" in text   # the defaults it ran with, as the strategy declares them
+    assert "read on the norm paper B's code tuned them on" in text

@@ -199,3 +199,10 @@ def test_table1_reads_the_partitions_it_is_told_when_a_sweep_trains_more_of_one_
     cells = create_section("table1", {"partitions": [records[0]["partition"], label]}).render(ctx).data
     pretrained = cells[~cells["row"].str.startswith("random init")]
     assert set(pretrained["mean"].round(2)) == {90.0, 85.0, 87.0}   # no alpha-1 cell (20 %) mixed in
+
+
+def test_table1_puts_paper_as_iid_dirichlet_in_the_iid_column() -> None:
+    from dssl.reporting.sections.table1 import IID, LABEL, partition_setting
+
+    assert partition_setting("dirichlet_balanced", 1e5) == IID == partition_setting("iid", float("nan"))
+    assert partition_setting("dirichlet_balanced", 0.1) == LABEL

@@ -117,3 +117,18 @@ def test_save_and_load_round_trip(tmp_path) -> None:
     first = (tmp_path / "g.json").read_bytes()
     save_graph(graph, mixings, tmp_path / "g.json")
     assert (tmp_path / "g.json").read_bytes() == first
+
+
+def test_distance_to_uniform_by_hand_on_a_path_and_zero_on_a_regular_graph() -> None:
+    from dssl.topology.mixing import MIXING, distance_to_uniform, mixing_matrix
+
+    path = np.zeros((3, 3), dtype=bool)
+    path[0, 1] = path[1, 0] = path[1, 2] = path[2, 1] = True   # |A_i| = 2, 3, 2
+    distance = {rule: distance_to_uniform(mixing_matrix(path, rule, np.array([10, 10, 10])), path) for rule in MIXING}
+    # Metropolis-Hastings row 0: (2/3, 1/3, 0) against (1/2, 1/2, 0); degree-normalised row 0: (3/5, 2/5, 0);
+    # push-sum column 1 gives client 1 the weights (1/2, 1/3, 1/2); equal sizes make data-size mixing uniform
+    assert distance == pytest.approx({"uniform": 0.0, "data_size": 0.0, "metropolis_hastings": 1 / 6,
+                                      "degree_normalised": 0.1, "push_sum": 1 / 6})
+    ring = np.roll(np.eye(6, dtype=bool), 1, axis=1) | np.roll(np.eye(6, dtype=bool), -1, axis=1)
+    for rule in ("degree_normalised", "metropolis_hastings", "push_sum"):
+        assert distance_to_uniform(mixing_matrix(ring, rule), ring) < 1e-15

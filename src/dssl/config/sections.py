@@ -42,7 +42,7 @@ DATASET_KEYS = {
 COMMON_PARTITION_KEYS = {"dataset", "scheme", "clients", "seed"}
 PARTITION_SCHEME_KEYS = {
     "iid": set(),
-    "dirichlet_balanced": {"alpha", "sinkhorn_iters"},
+    "dirichlet_balanced": {"alpha", "sinkhorn_iters", "rounding"},
     "dirichlet_min_size": {"alpha", "min_size"},
     "k_classes": {"classes_per_client"},
     "feature": {"augment"},
@@ -129,6 +129,10 @@ def check_partitions(c: Checker) -> None:
             c.number(spec, "alpha", path, low=0, low_open=True, hint="Dirichlet concentration > 0; 1e5 ~ IID")
         if scheme == "dirichlet_balanced" and "sinkhorn_iters" in spec:
             c.number(spec, "sinkhorn_iters", path, integer=True, low=1)
+        if scheme == "dirichlet_balanced" and "rounding" in spec:
+            from dssl.data.partition import ROUNDINGS
+
+            c.choice(spec, "rounding", ROUNDINGS, path)
         if scheme == "dirichlet_min_size" and "min_size" in spec:
             c.number(spec, "min_size", path, integer=True, low=1)
         if scheme == "k_classes":
@@ -184,6 +188,10 @@ BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet
 PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "local", "random")
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
+OPTIMIZER_NAMES = {"sgd", "adamw", "adam"}
+SCHEDULE_NAMES = {"constant", "cosine"}
+# A strategy entry's ``train`` may also replace the model's optimizer recipe (a baseline trained as its authors did).
+ENTRY_RECIPE_KEY = "optimizer"
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
 # Every training section also takes the step options (STEP_KEYS: device, precision, channels_last, compile).
 FL_TRAIN_KEYS = {"rounds", "clients_per_round", "local_epochs", "batch_size"}
@@ -224,6 +232,17 @@ def _name_list(c: Checker, entry: dict, key: str, names, path: str, what: str) -
     return [v for v in values if v in names]
 
 
+def _check_optimizer(c: Checker, spec: object, path: str) -> None:
+    """An optimizer recipe: ``pretrain.optimizers.<family>`` or a strategy entry's ``train.optimizer``."""
+    spec = c.mapping(spec, path)
+    if spec is not None:
+        c.unknown_keys(spec, OPTIMIZER_KEYS, path)
+        c.choice(spec, "name", OPTIMIZER_NAMES, path)
+        c.number(spec, "base_lr", path, low=0, low_open=True)
+        if "schedule" in spec:
+            c.choice(spec, "schedule", SCHEDULE_NAMES, path)
+
+
 def _train_numbers(c: Checker, train: dict, path: str, keys: tuple[str, ...]) -> None:
     for key in keys:
         c.number(train, key, path, integer=True, low=1)
@@ -253,11 +272,7 @@ def check_pretrain(c: Checker) -> None:
     _check_decoded_size(c, pretrain)
     optimizers = c.mapping(pretrain.get("optimizers", {}), "pretrain.optimizers") or {}
     for family in ("cnn", "vit"):
-        spec = c.mapping(optimizers.get(family), f"pretrain.optimizers.{family}")
-        if spec is not None:
-            c.unknown_keys(spec, OPTIMIZER_KEYS, f"pretrain.optimizers.{family}")
-            c.choice(spec, "name", {"sgd", "adamw"}, f"pretrain.optimizers.{family}")
-            c.number(spec, "base_lr", f"pretrain.optimizers.{family}", low=0, low_open=True)
+        _check_optimizer(c, optimizers.get(family), f"pretrain.optimizers.{family}")
     models = c.params.get("models") or {}
     for framework in ("fl", "decl", "central"):  # dvc.yaml expands every one of them
         if framework in pretrain:
@@ -398,7 +413,9 @@ def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
     if "train" in spec:
         train = c.mapping(spec["train"], f"{path}.train") or {}
         schedule = FL_TRAIN_KEYS | DECL_TRAIN_KEYS
-        _check_train(c, train, schedule, f"{path}.train", tuple(sorted(set(train) & schedule)))
+        _check_train(c, train, schedule | {ENTRY_RECIPE_KEY}, f"{path}.train", tuple(sorted(set(train) & schedule)))
+        if ENTRY_RECIPE_KEY in train:
+            _check_optimizer(c, train[ENTRY_RECIPE_KEY], f"{path}.train.{ENTRY_RECIPE_KEY}")
     if "mixing" in spec:
         c.choice(spec, "mixing", MIXING, path)
     if "order" in spec:
@@ -421,10 +438,10 @@ def _check_grid_strategies(c: Checker, grid: dict, framework: str, path: str) ->
         elif framework == "fl" and DECL_ROUND_KEYS & set(spec):
             c.add(where, f"strategy {name!r} sets {sorted(DECL_ROUND_KEYS & set(spec))}, which only DecL uses",
                   "give the FL grid a strategy entry without them")
-        elif isinstance(spec.get("train"), dict) and set(spec["train"]) - TRAIN_KEYS[framework] - set(STEP_KEYS):
-            foreign = sorted(set(spec["train"]) - TRAIN_KEYS[framework] - set(STEP_KEYS))
-            c.add(where, f"strategy {name!r} sets train keys {foreign}, which {framework} training does not have",
-                  f"{framework} train keys: {', '.join(sorted(TRAIN_KEYS[framework] | set(STEP_KEYS)))}")
+        elif isinstance(spec.get("train"), dict) and set(spec["train"]) - TRAIN_KEYS[framework] - set(STEP_KEYS) - {ENTRY_RECIPE_KEY}:
+            allowed = TRAIN_KEYS[framework] | set(STEP_KEYS) | {ENTRY_RECIPE_KEY}
+            c.add(where, f"strategy {name!r} sets train keys {sorted(set(spec['train']) - allowed)}, which {framework} "
+                         "training does not have", f"{framework} train keys: {', '.join(sorted(allowed))}")
 
 
 def graph_partition(params: dict, name: str) -> str | None:

@@ -27,6 +27,11 @@ class StrategyDeclaration:
     name: str
     options: tuple[str, ...]
     frameworks: tuple[str, ...]
+    defaults: tuple[tuple[str, object], ...] = ()   # (option, default) where the default is a literal
+
+    def resolved(self, entry: dict) -> dict[str, object]:
+        """The options a params entry runs with: its own values over the declared defaults."""
+        return {**dict(self.defaults), **{k: v for k, v in entry.items() if k in self.options}}
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class _ClassFacts:
     init_options: tuple[str, ...] | None  # None: no __init__ of its own
     passes_kwargs: bool
     frameworks: tuple[str, ...] | None
+    defaults: tuple[tuple[str, object], ...] = ()
 
 
 def _registered_name(node: ast.ClassDef) -> str | None:
@@ -48,30 +54,48 @@ def _registered_name(node: ast.ClassDef) -> str | None:
 
 
 def _class_facts(node: ast.ClassDef) -> _ClassFacts:
-    init_options, passes_kwargs, frameworks = None, False, None
+    init_options, passes_kwargs, frameworks, defaults = None, False, None, ()
     for item in node.body:
         if isinstance(item, ast.FunctionDef) and item.name == "__init__":
             arguments = item.args
             init_options = tuple(a.arg for a in [*arguments.posonlyargs, *arguments.args][1:] + arguments.kwonlyargs)
             passes_kwargs = arguments.kwarg is not None
+            defaults = _literal_defaults(arguments)
         targets = item.targets if isinstance(item, ast.Assign) else [item.target] if isinstance(item, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id == "frameworks" for t in targets) and item.value is not None:
             frameworks = tuple(ast.literal_eval(item.value))
     base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
-    return _ClassFacts(_registered_name(node), base, init_options, passes_kwargs, frameworks)
+    return _ClassFacts(_registered_name(node), base, init_options, passes_kwargs, frameworks, defaults)
+
+
+def _literal_defaults(arguments: ast.arguments) -> tuple[tuple[str, object], ...]:
+    """(argument, default) for every default of ``__init__`` that is a literal (``"paper"``, ``0.4``, ``None``)."""
+    positional = [*arguments.posonlyargs, *arguments.args]
+    pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
+    pairs += [(a, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None]
+    found = []
+    for argument, node in pairs:
+        try:
+            found.append((argument.arg, ast.literal_eval(node)))
+        except ValueError:
+            continue
+    return tuple(found)
 
 
 def _resolve(name: str, classes: dict[str, _ClassFacts]) -> StrategyDeclaration:
     options: list[str] = []
+    defaults: dict[str, object] = {}
     frameworks, current, following = None, classes[name], True
     while current is not None:
         if following and current.init_options is not None:
             options += [o for o in current.init_options if o not in options]
+            defaults = {**dict(current.defaults), **defaults}   # a subclass's default wins
             following = current.passes_kwargs
         frameworks = frameworks or current.frameworks
         current = classes.get(current.base) if current.base else None
     registered = classes[name].registered_as
-    return StrategyDeclaration(str(registered), tuple(options), frameworks or DEFAULT_FRAMEWORKS)
+    return StrategyDeclaration(str(registered), tuple(options), frameworks or DEFAULT_FRAMEWORKS,
+                               tuple((k, v) for k, v in defaults.items() if k in options))
 
 
 @lru_cache(maxsize=4)

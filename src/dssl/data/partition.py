@@ -2,21 +2,31 @@
 
 Schemes (spec keys besides ``scheme``, ``clients`` and the pipeline's ``dataset`` / ``seed``):
 
-- ``iid``: an even random split.
-- ``dirichlet_balanced`` [alpha, sinkhorn_iters]: paper A's label non-IID (FedMAR/DecMAR, ICLR 2026,
-  released code): per class a Dir(alpha) client-share vector, balanced by alternating column and row
-  normalisation so that clients end up equal-sized. alpha = 1e5 is the code's IID. The code stops
-  after 100 rounds, which at alpha <= 0.01 leaves clients far from equal (and, in linear space, NaN
-  for some draws); here the rounds run until every class is matched to half a sample, at most
-  ``sinkhorn_iters`` (default 10000; 100 = the code's round count).
+- ``iid``: an even random split (client sizes within one; labels as the draw falls).
+- ``dirichlet_balanced`` [alpha, sinkhorn_iters, rounding]: paper A's label non-IID (FedMAR/DecMAR,
+  ICLR 2026, released code): per class a Dir(alpha) client-share vector, balanced by alternating column
+  and row normalisation so that clients end up equal-sized. alpha = 1e5 (``IID_ALPHA``) is paper A's
+  IID ("IID (alpha = 1e5)"), as its code draws it: every client holds close to 1/K of every class. The
+  code stops after 100 rounds, which at alpha <= 0.01 leaves clients far from equal (and, in linear
+  space, NaN for some draws); here the rounds run until every class is matched to half a sample, at
+  most ``sinkhorn_iters`` (default 10000; 100 = the code's round count). The real-valued quotas
+  M[k, c] * N become sample counts by ``rounding``: ``largest_remainder`` (default) assigns every
+  sample -- each class exactly, each client floor or ceil of N / K -- rounding up the cells with the
+  largest fractional parts that both margins allow (controlled rounding, solved as a min-cost flow in
+  integer arithmetic); ``floor`` is the code's floor(M[k, c] * N), which leaves up to K - 1 samples
+  of each class unassigned (19 of the embedded default's 1,347 at 10 clients).
 - ``dirichlet_min_size`` [alpha, min_size]: the common per-class Dirichlet split (Hsu et al. 2019;
   FedMA's code), redrawn until every client holds at least ``min_size`` samples.
 - ``k_classes`` [classes_per_client]: paper B's non-IID (FedEMA, ICLR 2022): every client holds
-  ``classes_per_client`` whole classes.
+  ``classes_per_client`` whole classes, each class split evenly among the clients that hold it. When
+  clients x classes_per_client < the number of classes, the classes no client is dealt are left out
+  (``meta["unused_classes"]``): a client holds whole classes and none is dealt twice before every
+  class is dealt once, so the rest cannot be placed without breaking the scheme.
 - ``feature`` [augment]: paper A's feature non-IID: an even random split plus one fixed augmentation
   per client (see ``dssl.data.augment``).
 
-Every partition assigns each sample to at most one client; the same labels, spec and seed give the
+Every partition assigns each sample to at most one client, and every scheme but ``k_classes`` (with
+fewer class slots than classes) and ``dirichlet_balanced`` with ``rounding: floor`` assigns every one; the same labels, spec and seed give the
 same partition bit for bit, on any machine: the Dirichlet schemes compute real-valued shares with exp
 and log, whose last bits differ between CPUs (numpy's SIMD dispatch), so every sample count derived
 from them is first snapped to a grid of 1e-6 samples (``_snapped_floor``) -- a count changes only if
@@ -43,6 +53,8 @@ MIN_SIZE_MAX_DRAWS = 1000
 # Sample counts from real-valued shares are taken on a grid of 1 / SNAP_GRID samples (see
 # ``_snapped_floor``): far finer than a sample, far coarser than the ~1e-13 noise of exp/log.
 SNAP_GRID = 10**6
+IID_ALPHA = 1e5   # paper A's IID: "alpha = 1e5" of its balanced Dirichlet
+ROUNDINGS = ("largest_remainder", "floor")
 
 # Paper A's released code (prepare_dataset.py, sampling="feature_skew"): per client
 # ColorJitter(brightness=0.5*u) with p=0.8, GaussianBlur(5, sigma=(0.1, 2.0)) with p=0.5,
@@ -216,7 +228,9 @@ def _dirichlet_balanced(labels: np.ndarray, clients: int, options: dict,
     # Gamma(alpha) variates give the same matrix as per-class Dir(alpha) vectors.
     log_shares = _log_gamma(rng, _alpha(options), (clients, len(members)))
     shares, rounds = balance_shares(log_shares, counts, int(options["sinkhorn_iters"]))
-    quota = _snapped_floor(shares * len(labels))
+    rounding = _rounding(options)
+    grid = np.rint(np.asarray(shares * len(labels), dtype=np.float64) * SNAP_GRID).astype(np.int64)
+    quota = grid // SNAP_GRID if rounding == "floor" else largest_remainder(grid, counts.astype(np.int64))
     parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
     for c, idx in enumerate(members):
         # The code slices each class in dataset order; shuffling first (seeded) keeps the slices
@@ -230,8 +244,79 @@ def _dirichlet_balanced(labels: np.ndarray, clients: int, options: dict,
             parts[k].append(shuffled[starts[k]:ends[k]])
     column_error = np.abs(shares.sum(axis=0) * len(labels) - counts).max()
     # In samples, to 1e-6: the exp/log noise (~1e-13) is far below, so the written digits are stable.
-    meta = {"sinkhorn_rounds": rounds, "max_class_quota_error": stable_float(column_error, decimals=6)}
+    meta = {"sinkhorn_rounds": rounds, "max_class_quota_error": stable_float(column_error, decimals=6),
+            "rounding": rounding}
     return [np.concatenate(p) for p in parts], None, meta
+
+
+def _rounding(options: dict) -> str:
+    rounding = options["rounding"]
+    if rounding not in ROUNDINGS:
+        raise PartitionError(f"'rounding' must be one of {', '.join(ROUNDINGS)}, got {rounding!r}")
+    return str(rounding)
+
+
+def largest_remainder(grid: np.ndarray, class_counts: np.ndarray) -> np.ndarray:
+    """Integer sample counts [K, C] from real quotas given in units of 1 / SNAP_GRID samples: every class
+    exactly (column c sums to N_c), every client floor(N / K) or ceil(N / K) samples, each cell its
+    quota's floor or ceil. Among such roundings the one that rounds up the largest fractional parts
+    (the two-margin form of Hamilton's largest-remainder method) is found as a min-cost flow: class c
+    sends its N_c - sum_k floor(q_kc) leftover samples through cells (c, k) of positive remainder r_kc,
+    each taking at most one, at cost SNAP_GRID - r_kc, to clients within their size range. A rounding
+    of that kind exists whenever the quotas meet both margins (the fractional parts are a feasible
+    flow, and a network's flows are integral); quotas the balancing left off their margins may also
+    place samples outside their cells, at a higher cost. Integer arithmetic throughout: the same
+    quotas give the same counts on any machine."""
+    import networkx as nx
+
+    floors, remainders = grid // SNAP_GRID, grid % SNAP_GRID
+    clients, classes = floors.shape
+    total = int(class_counts.sum())
+    small, large = total // clients, -(-total // clients)
+    _trim(floors, remainders, class_counts, axis=0)                           # no class over its size
+    _trim(floors, remainders, np.full(clients, large), axis=1)               # no client over ceil(N / K)
+    leftover = class_counts - floors.sum(axis=0)
+    lower = np.maximum(small - floors.sum(axis=1), 0)
+    upper = large - floors.sum(axis=1)
+    flow_graph = nx.DiGraph()
+    for c in range(classes):
+        flow_graph.add_node(("class", c), demand=-int(leftover[c]))
+    for k in range(clients):
+        flow_graph.add_node(("client", k), demand=int(lower[k]))
+        flow_graph.add_edge(("client", k), "sink", capacity=int(upper[k] - lower[k]), weight=0)
+    flow_graph.add_node("sink", demand=int(leftover.sum() - lower.sum()))
+    for c, k in zip(*np.nonzero(remainders.T > 0)):
+        flow_graph.add_edge(("class", int(c)), ("client", int(k)), capacity=1,
+                            weight=int(SNAP_GRID - remainders[k, c]))
+    try:
+        _, flow = nx.network_simplex(flow_graph)
+    except nx.NetworkXUnfeasible:   # quotas off their margins: let samples leave their cells, at a premium
+        for c in range(classes):
+            for k in range(clients):
+                if not flow_graph.has_edge(("class", c), ("client", k)):
+                    flow_graph.add_edge(("class", c), ("client", k), capacity=int(leftover[c]),
+                                        weight=int(2 * SNAP_GRID))
+        _, flow = nx.network_simplex(flow_graph)
+    counts = floors.copy()
+    for c in range(classes):
+        for (_, k), units in flow[("class", c)].items():
+            counts[k, c] += units
+    return counts
+
+
+def _trim(floors: np.ndarray, remainders: np.ndarray, limits: np.ndarray, axis: int) -> None:
+    """Lower floors along ``axis`` (0: per class, 1: per client) until each sum is within ``limits``, taking
+    units from the cells of smallest remainder; only quotas that missed their margins need it."""
+    sums = floors.sum(axis=axis)
+    for line in np.flatnonzero(sums > limits):
+        cells = floors[:, line] if axis == 0 else floors[line]
+        rest = remainders[:, line] if axis == 0 else remainders[line]
+        for cell in np.lexsort((np.arange(len(cells)), rest)):
+            take = min(int(cells[cell]), int(sums[line] - limits[line]))
+            cells[cell] -= take
+            sums[line] -= take
+            if sums[line] <= limits[line]:
+                break
 
 
 def _dirichlet_min_size(labels: np.ndarray, clients: int, options: dict,
@@ -324,7 +409,8 @@ def _feature(labels: np.ndarray, clients: int, options: dict, rng: np.random.Gen
 
 PARTITIONERS: dict[str, Partitioner] = {
     "iid": Partitioner("iid", {}, _iid),
-    "dirichlet_balanced": Partitioner("dirichlet_balanced", {"alpha": None, "sinkhorn_iters": 10000},
+    "dirichlet_balanced": Partitioner("dirichlet_balanced",
+                                      {"alpha": None, "sinkhorn_iters": 10000, "rounding": ROUNDINGS[0]},
                                       _dirichlet_balanced),
     "dirichlet_min_size": Partitioner("dirichlet_min_size", {"alpha": None, "min_size": 10},
                                       _dirichlet_min_size),

@@ -91,7 +91,7 @@ class OptimizerConfig:
         return self.base_lr * batch_size / LR_REFERENCE_BATCH
 
 
-OPTIMIZERS = ("sgd", "adamw")
+OPTIMIZERS = ("sgd", "adamw", "adam")   # adam: L2-coupled weight decay (Dec-SSL's FeatARC code)
 SCHEDULES = ("constant", "cosine")
 
 
@@ -104,6 +104,8 @@ def build_optimizer(model: nn.Module, config: OptimizerConfig, lr: float) -> tor
     groups = _param_groups(model, config)
     if config.name == "sgd":
         return torch.optim.SGD(groups, lr=lr, momentum=config.momentum)
+    if config.name == "adam":
+        return torch.optim.Adam(groups, lr=lr, betas=tuple(config.betas))
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(config.betas))
 
 

@@ -230,16 +230,19 @@ class ViewTransform(nn.Module):
 
 
 class FedSSLTransform(ViewTransform):
-    """Paper B's augmentation (FedSSL / EasyFL), shared by its SimCLR, MoCo and BYOL, batched:
+    """Paper B's augmentation (FedSSL / EasyFL), shared by its SimCLR, SimSiam, MoCo v2 and BYOL, batched:
     random-resized crop (torchvision's default scale (0.08, 1)), flip (p 0.5), colour jitter
-    (0.8, 0.8, 0.8, 0.2) with p 0.8, grayscale p 0.2, no blur."""
+    (0.8, 0.8, 0.8, 0.2) with p 0.8, grayscale p 0.2, no blur. ``jitter_strength`` s scales the jitter
+    to (0.8 s, 0.8 s, 0.8 s, 0.2 s), SimCLR's parametrisation; paper B's code gives its MoCo v1 s = 0.5."""
 
-    def __init__(self, image_size: int, crop_min_scale: float = 0.08, flip_p: float = 0.5) -> None:
+    def __init__(self, image_size: int, crop_min_scale: float = 0.08, flip_p: float = 0.5,
+                 jitter_strength: float = 1.0) -> None:
+        s = jitter_strength
         super().__init__(
             image_size,
             crop_scale=(crop_min_scale, 1.0),
             flip_p=flip_p,
-            jitter=(0.8, 0.8, 0.8, 0.2),
+            jitter=(0.8 * s, 0.8 * s, 0.8 * s, 0.2 * s),
             jitter_p=0.8,
             grayscale_p=0.2,
         )

@@ -8,6 +8,7 @@ The training engine relies on:
 - ``local_state_keys()``: state_dict keys a federation strategy may keep on the client;
 - ``client_state_keys()``: per-client memory (EMA target / momentum networks, MoCo's queue) that
   every strategy keeps on the client: never uploaded, replaced by a global model, or mixed;
+- ``round_memory_keys()``: the part of that memory that restarts every round instead of persisting;
 - ``part_keys(part)``: the state keys of one part of the Siamese model (paper B's framework):
   ``online`` (encoder + projector), ``predictor``, ``target`` (EMA target) or ``memory`` (queue);
 - ``after_optimizer_step()``: called after every optimiser step (EMA targets update here);
@@ -112,6 +113,12 @@ class SSLMethod(nn.Module, ABC):
         """Per-client memory: the EMA target networks and ``memory_modules`` (never shared)."""
         return self.part_keys("target") + self.part_keys("memory")
 
+    def round_memory_keys(self) -> list[str]:
+        """Per-client memory that starts every round a client trains as at its first (target networks copied
+        from the online ones it starts from, other memory the initial one) instead of persisting: none by
+        default; paper B's code resets MoCo's key encoder and queue every round."""
+        return []
+
     def part_keys(self, part: str) -> list[str]:
         """state_dict keys of ``part``: ``online``, ``predictor``, ``target`` or ``memory``.
 
@@ -167,7 +174,23 @@ def create_method(
     if unknown:
         raise ValueError(f"method {name!r} has no hyper-parameter {unknown}; accepted: {accepted}")
     encoder = create_backbone(backbone, image_size, in_chans)
-    return cls(encoder, image_size, in_chans, **hparams)
+    method = cls(encoder, image_size, in_chans, **hparams)
+    method.build_args = (name, backbone, image_size, in_chans, dict(hparams))   # for ``rebuild_method``
+    return method
+
+
+def rebuild_method(method: SSLMethod, seed: int) -> SSLMethod:
+    """A new method built as ``method`` was by ``create_method`` (same method, backbone, sizes and
+    hyper-parameters), its weights drawn by the same initialisation from ``seed``, on ``method``'s device.
+    The global RNG is left as it was."""
+    build_args = getattr(method, "build_args", None)
+    if build_args is None:
+        raise ValueError(f"method {type(method).__name__} was not built by create_method; it cannot be rebuilt")
+    name, backbone, image_size, in_chans, hparams = build_args
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        fresh = create_method(name, backbone, image_size, in_chans, **hparams)
+    return fresh.to(next(method.parameters()).device)
 
 
 @torch.no_grad()

@@ -17,23 +17,20 @@ from torch import nn
 
 from dssl.methods.augment import FedSSLTransform
 from dssl.methods.base import register_method
-from dssl.methods.heads import mlp_layers
+from dssl.methods.heads import FedSSLMLPHead
 from dssl.methods.siamese import SiameseMethod
 
 
-class BYOLProjectionHead(nn.Sequential):
+class BYOLProjectionHead(FedSSLMLPHead):
     """Linear-BN-ReLU-Linear; paper B: 512-4096-2048. The first Linear keeps its bias, as in paper
     B's code: with it, paper A's Table 2 count for FedU / FedEMA (38.47 M) is reproduced."""
 
-    def __init__(self, input_dim: int = 512, hidden_dim: int = 4096, output_dim: int = 2048) -> None:
-        super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], bias_before_bn=True))
 
-
-class BYOLPredictionHead(nn.Sequential):
+class BYOLPredictionHead(FedSSLMLPHead):
     """Linear-BN-ReLU-Linear; paper B: 2048-4096-2048 (first Linear with bias, as the projector)."""
 
     def __init__(self, input_dim: int = 2048, hidden_dim: int = 4096, output_dim: int = 2048) -> None:
-        super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], bias_before_bn=True))
+        super().__init__(input_dim, hidden_dim, output_dim)
 
 
 class BYOLLoss(nn.Module):
@@ -84,6 +81,7 @@ class BYOL(SiameseMethod):
         stop_gradient: bool = True,
         ema_target: bool = True,
         flip_p: float = 0.5,
+        target_optimized: bool = True,
     ) -> None:
         del in_chans
         dim = encoder.feature_dim
@@ -100,6 +98,7 @@ class BYOL(SiameseMethod):
             stop_gradient=bool(stop_gradient),
             ema_target=bool(ema_target),
             flip_p=flip_p,
+            target_optimized=bool(target_optimized),
         )
         super().__init__(
             encoder,

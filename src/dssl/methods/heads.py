@@ -1,4 +1,4 @@
-"""MLP building block shared by the projection and prediction heads of the Siamese methods."""
+"""MLP building blocks shared by the projection and prediction heads of the SSL methods."""
 
 from __future__ import annotations
 
@@ -30,3 +30,12 @@ def mlp_layers(
         if i != last:
             layers.append(nn.ReLU(inplace=True))
     return layers
+
+
+class FedSSLMLPHead(nn.Sequential):
+    """Paper B's code's one MLP (EasyFL ``model.MLP``), its every projector and predictor: Linear-BN-ReLU-Linear,
+    the first Linear with its bias. Paper B's sizes on ResNet-18: 512-4096-2048 (projector) and 2048-4096-2048
+    (predictor); its MoCo v2 head is the same MLP at 512-512-128."""
+
+    def __init__(self, input_dim: int = 512, hidden_dim: int = 4096, output_dim: int = 2048) -> None:
+        super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], bias_before_bn=True))

@@ -3,6 +3,25 @@
 Paper B's sizes for ResNet-18: queue 4096, dim 128, key-encoder momentum 0.99; v1: linear head
 512-128, temperature 0.07; v2: MLP head 512-512-128, temperature 0.2. Defaults for any backbone:
 head d-(d-)d/4, queue 32 x (d/4) (4096 at d = 512; cnn_small 1024, vit_small 768).
+
+The defaults are MoCo's own definition (its papers): one loss direction (a query of view 1 against the
+key of view 2), a v2 head without BN, the key encoder an EMA of the query encoder, and the queue
+a FIFO of past keys. In federated training the key networks and the queue are per-client memory that
+persists between a client's rounds (a design choice: a client's negatives are its own past keys, never
+another client's). Paper B's released code (EasyFL ``applications/fedssl``) departs in five ways, each a
+hyper-parameter here that paper B's profile sets:
+
+``symmetric``          both view orders, loss_12 + loss_21, and both batches of keys enqueued (code: on);
+``head_bn``            v2's MLP head with BN, Linear-BN-ReLU-Linear (``FedSSLMLPHead``; code: on);
+``jitter_strength``    the colour-jitter strength s of paper B's augmentation; the code's v1 uses its
+                       MoCo transform, jitter (0.4, 0.4, 0.4, 0.1) = s 0.5 (v2 and the default: 1.0);
+``reset_key_encoder``  the key encoder and head copied from the query ones at the start of every round
+                       a client trains (code: on, ``reset_key_encoder`` in its ``train``);
+``reset_queue``        the queue (and its pointer) restarted every round from the initial, server-side
+                       one (code: on -- every download overwrites a client's buffers with the server's,
+                       whose queue never changes).
+The code's v1 also trains at a constant learning rate (the others follow the cosine schedule): an optimizer
+setting, carried by the training recipe of the strategy entry its rows use.
 """
 
 from __future__ import annotations
@@ -15,7 +34,7 @@ from torch import nn
 
 from dssl.methods.augment import FedSSLTransform
 from dssl.methods.base import LossOutput, SSLMethod, ema_update, register_method
-from dssl.methods.heads import mlp_layers
+from dssl.methods.heads import FedSSLMLPHead, mlp_layers
 
 
 class MoCoProjectionHead(nn.Sequential):
@@ -76,10 +95,19 @@ class MoCo(SSLMethod):
         crop_min_scale: float = 0.08,
         version: str = "v2",
         flip_p: float = 0.5,
+        symmetric: bool = False,
+        head_bn: bool = False,
+        jitter_strength: float = 1.0,
+        reset_key_encoder: bool = False,
+        reset_queue: bool = False,
     ) -> None:
         del in_chans
         if version not in MOCO_VERSIONS:
             raise ValueError(f"unknown MoCo version {version!r}; known: {', '.join(MOCO_VERSIONS)}")
+        if head_bn and version != "v2":
+            raise ValueError("head_bn adds BN to MoCo v2's MLP head; v1's head is one Linear layer")
+        if not jitter_strength >= 0:
+            raise ValueError(f"jitter_strength must be >= 0, got {jitter_strength}")
         temperature = MOCO_VERSIONS[version] if temperature is None else temperature
         dim = encoder.feature_dim
         proj_hidden_dim = proj_hidden_dim or dim
@@ -96,30 +124,55 @@ class MoCo(SSLMethod):
                 crop_min_scale=crop_min_scale,
                 version=version,
                 flip_p=flip_p,
+                symmetric=bool(symmetric),
+                head_bn=bool(head_bn),
+                jitter_strength=float(jitter_strength),
+                reset_key_encoder=bool(reset_key_encoder),
+                reset_queue=bool(reset_queue),
             ),
         )
         self.momentum = momentum
-        self.projector = (MoCoProjectionHead(dim, proj_hidden_dim, proj_output_dim) if version == "v2"
-                          else nn.Sequential(nn.Linear(dim, proj_output_dim)))
+        self.symmetric = bool(symmetric)
+        if version == "v1":
+            self.projector: nn.Module = nn.Sequential(nn.Linear(dim, proj_output_dim))
+        elif head_bn:
+            self.projector = FedSSLMLPHead(dim, proj_hidden_dim, proj_output_dim)
+        else:
+            self.projector = MoCoProjectionHead(dim, proj_hidden_dim, proj_output_dim)
         self.key_encoder = copy.deepcopy(encoder).requires_grad_(False)
         self.key_projector = copy.deepcopy(self.projector).requires_grad_(False)
         self.register_buffer("queue", F.normalize(torch.randn(proj_output_dim, queue_size), dim=0))
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
         self.criterion = InfoNCELoss(temperature)
-        self.transform = MoCoTransform(image_size, crop_min_scale, flip_p)
+        self.transform = MoCoTransform(image_size, crop_min_scale, flip_p, jitter_strength)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None
     ) -> LossOutput:
         x1, x2 = self.transform(images, generator), self.transform(images, generator)
         f1 = self.encoder(x1)
-        q = F.normalize(self.projector(f1), dim=-1)
-        with torch.no_grad():
-            k = F.normalize(self.key_projector(self.key_encoder(x2)), dim=-1)
-        # The loss reads a copy: the queue is updated in place right after.
-        loss = self.criterion(q, k, self.queue.clone())
-        self.enqueue(k)
-        return LossOutput({"loss": loss}, representation=f1)
+        q1 = F.normalize(self.projector(f1), dim=-1)
+        queue = self.queue.clone()   # the loss reads a copy: the queue is updated in place right after
+        k2 = self.keys(x2)
+        loss = self.criterion(q1, k2, queue)
+        if not self.symmetric:
+            self.enqueue(k2)
+            return LossOutput({"loss": loss}, representation=f1)
+        q2, k1 = F.normalize(self.projector(self.encoder(x2)), dim=-1), self.keys(x1)
+        self.enqueue(torch.cat([k1, k2]))   # paper B's code: both directions' keys, view 1's first
+        return LossOutput({"loss": loss + self.criterion(q2, k1, queue)}, representation=f1)
+
+    @torch.no_grad()
+    def keys(self, views: torch.Tensor) -> torch.Tensor:
+        """l2-normalised key projections of ``views`` (no gradient)."""
+        return F.normalize(self.key_projector(self.key_encoder(views)), dim=-1)
+
+    def round_memory_keys(self) -> list[str]:
+        """The key networks with ``reset_key_encoder`` and the queue with ``reset_queue``: memory that starts
+        every round as at a client's first (paper B's code)."""
+        parts = (["target"] if self.hparams["reset_key_encoder"] else []) + (
+            ["memory"] if self.hparams["reset_queue"] else [])
+        return [key for part in parts for key in self.part_keys(part)]
 
     @torch.no_grad()
     def enqueue(self, keys: torch.Tensor) -> None:

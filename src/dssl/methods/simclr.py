@@ -1,7 +1,9 @@
 """SimCLR (Chen et al., ICML 2020) as paper B's FedSimCLR.
 
 Defaults: projector d-d-d/4 (512-512-128 for ResNet-18; cnn_small 128-128-32, vit_small 96-96-24);
-NT-Xent temperature 0.07 (paper B's code; SimCLR's own default is 0.5).
+NT-Xent temperature 0.07 (paper B's code; SimCLR's own default is 0.5). Paper B's code projects with its
+one MLP at 512-4096-2048 (``proj_hidden_dim: 4096, proj_output_dim: 2048``); L-DAWA's code with one
+Linear layer 512-128 (``head: linear``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class NTXentLoss(nn.Module):
 
 
 SimCLRTransform = FedSSLTransform  # paper B uses one augmentation for all its methods
+SIMCLR_HEADS = ("mlp", "linear")   # SimCLR's MLP projector; one Linear layer (L-DAWA's code)
 
 
 @register_method
@@ -60,8 +63,11 @@ class SimCLR(SSLMethod):
         temperature: float = 0.07,
         crop_min_scale: float = 0.08,
         flip_p: float = 0.5,
+        head: str = "mlp",
     ) -> None:
         del in_chans
+        if head not in SIMCLR_HEADS:
+            raise ValueError(f"unknown SimCLR head {head!r}; known: {', '.join(SIMCLR_HEADS)}")
         dim = encoder.feature_dim
         proj_hidden_dim = proj_hidden_dim or dim
         proj_output_dim = proj_output_dim or dim // 4
@@ -73,9 +79,11 @@ class SimCLR(SSLMethod):
                 temperature=temperature,
                 crop_min_scale=crop_min_scale,
                 flip_p=flip_p,
+                head=head,
             ),
         )
-        self.projector = SimCLRProjectionHead(dim, proj_hidden_dim, proj_output_dim)
+        self.projector: nn.Module = (SimCLRProjectionHead(dim, proj_hidden_dim, proj_output_dim) if head == "mlp"
+                                     else nn.Sequential(nn.Linear(dim, proj_output_dim)))
         self.criterion = NTXentLoss(temperature)
         self.transform = SimCLRTransform(image_size, crop_min_scale, flip_p)
 

@@ -7,6 +7,12 @@ those ratios for any backbone: projector d - d/2 - d/2 - d, predictor d - d - d,
 Paper B's design-space switches (its Section 4 study of the FedSSL framework): ``predictor`` (without
 it FedSimSiam collapses), ``stop_gradient`` (FedSimSiam needs it), ``ema_target`` (an EMA target
 encoder + projector, ``momentum``, which makes FedSimSiam BYOL-like).
+
+Paper B's FedSimSiam (its code) is not SimSiam's network: ``heads: fedssl`` gives it paper B's one MLP
+(``FedSSLMLPHead``, Linear-BN-ReLU-Linear) as projector 512-4096-2048 and predictor 2048-4096-2048
+(d-8d-4d and 4d-8d-4d for any backbone), and ``augmentation: fedssl`` paper B's one augmentation
+(``FedSSLTransform``: crop scale (0.08, 1), jitter (0.8, 0.8, 0.8, 0.2)); the defaults (``simsiam``) are
+SimSiam's heads with paper A's sizes and SimSiam's augmentation, crop scale (0.2, 1).
 """
 
 from __future__ import annotations
@@ -15,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.methods.augment import ViewTransform
+from dssl.methods.augment import FedSSLTransform, ViewTransform
 from dssl.methods.base import register_method
-from dssl.methods.heads import mlp_layers
+from dssl.methods.heads import FedSSLMLPHead, mlp_layers
 from dssl.methods.siamese import SiameseMethod
 
 
@@ -76,6 +82,12 @@ class SimSiamTransform(ViewTransform):
         )
 
 
+HEADS = ("simsiam", "fedssl")
+# augmentation -> (its view transform, its default crop_min_scale)
+AUGMENTATIONS: dict[str, tuple[type[ViewTransform], float]] = {"simsiam": (SimSiamTransform, 0.2),
+                                                              "fedssl": (FedSSLTransform, 0.08)}
+
+
 def output_std(z: torch.Tensor) -> torch.Tensor:
     """Mean per-dimension std of l2-normalised outputs: ~1/sqrt(d) when healthy, 0 at collapse
     (SimSiam Fig. 2); a detached diagnostic."""
@@ -102,17 +114,29 @@ class SimSiam(SiameseMethod):
         proj_output_dim: int | None = None,
         pred_hidden_dim: int | None = None,
         stop_gradient: bool = True,
-        crop_min_scale: float = 0.2,
+        crop_min_scale: float | None = None,
         predictor: bool = True,
         ema_target: bool = False,
         momentum: float = 0.99,
         flip_p: float = 0.5,
+        target_optimized: bool = True,
+        heads: str = "simsiam",
+        augmentation: str = "simsiam",
     ) -> None:
         del in_chans  # the views keep the input's channels
+        if heads not in HEADS:
+            raise ValueError(f"unknown SimSiam heads {heads!r}; known: {', '.join(HEADS)}")
+        if augmentation not in AUGMENTATIONS:
+            raise ValueError(f"unknown SimSiam augmentation {augmentation!r}; known: {', '.join(AUGMENTATIONS)}")
         dim = encoder.feature_dim
-        proj_hidden_dim = proj_hidden_dim or dim // 2
-        proj_output_dim = proj_output_dim or dim
-        pred_hidden_dim = pred_hidden_dim or proj_output_dim
+        fedssl = heads == "fedssl"
+        proj_hidden_dim = proj_hidden_dim or (8 * dim if fedssl else dim // 2)
+        proj_output_dim = proj_output_dim or (4 * dim if fedssl else dim)
+        pred_hidden_dim = pred_hidden_dim or (8 * dim if fedssl else proj_output_dim)
+        transform, default_crop = AUGMENTATIONS[augmentation]
+        crop_min_scale = default_crop if crop_min_scale is None else crop_min_scale
+        projector, predictor_head = (FedSSLMLPHead, FedSSLMLPHead) if fedssl else (SimSiamProjectionHead,
+                                                                                   SimSiamPredictionHead)
         hparams = dict(
             proj_hidden_dim=proj_hidden_dim,
             proj_output_dim=proj_output_dim,
@@ -123,14 +147,17 @@ class SimSiam(SiameseMethod):
             ema_target=bool(ema_target),
             momentum=momentum,
             flip_p=flip_p,
+            target_optimized=bool(target_optimized),
+            heads=heads,
+            augmentation=augmentation,
         )
         super().__init__(
             encoder,
             hparams,
-            projector=SimSiamProjectionHead(dim, proj_hidden_dim, proj_output_dim),
-            predictor=SimSiamPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim) if predictor else None,
+            projector=projector(dim, proj_hidden_dim, proj_output_dim),
+            predictor=predictor_head(proj_output_dim, pred_hidden_dim, proj_output_dim) if predictor else None,
             criterion=NegativeCosineLoss(stop_gradient),
-            transform=SimSiamTransform(image_size, crop_min_scale, flip_p),
+            transform=transform(image_size, crop_min_scale, flip_p),
         )
 
     def diagnostics(self, z1: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -217,15 +217,17 @@ REPORT_READS = ("evaluate_", "weight_distance", "features")   # kinds whose outp
 
 
 def _report_inputs(params: dict) -> list[str]:
-    """Every evaluation result folder, every weight-distance (Table 5) and features (Fig. 3) folder, the
-    partition heatmaps and graph drawings the report shows, and the theory summary when the theory stage
-    runs."""
+    """Every evaluation result folder, every weight-distance (Table 5) and features (Fig. 3) folder, every
+    graph's statistics (Table 6 states its mixing rules' distances), the partition heatmaps and graph
+    drawings the report shows, and the theory summary when the theory stage runs."""
     read = [kind for kind in KINDS if kind.name.startswith(REPORT_READS)]
     results = [out.rstrip("/").format(**fields) for kind in read
                for fields in kind.grid(params) for out in kind.outputs(params)]
+    graphs = [f"data/graphs/{name}/graph.json" for name in [*(params.get("graphs") or {}),
+                                                             *(params.get("improved_graphs") or {})]]
     drawings = [plot.format(**fields) for kind in KINDS if kind.name in ("partitions", "graphs", "graph_improve")
                 for fields in kind.grid(params) for plot in kind.plots(params)]
-    return results + drawings + (["reports/theory"] if params.get("theory") else [])
+    return results + graphs + drawings + (["reports/theory"] if params.get("theory") else [])
 
 
 def _report_params(params: dict) -> list[str]:

@@ -64,7 +64,12 @@ def load_pretrain_set(params: dict):
     return resized(load_split(prepared_dir(pretrain["dataset"]), "train"), pretrain["image_size"])
 
 
-def optimizer_config(params: dict, model: str) -> dict:
+def optimizer_config(params: dict, model: str, strategy: str | None = None) -> dict:
+    """The optimizer recipe of a model's backbone family (``pretrain.optimizers``), or the one the strategy
+    entry's ``train.optimizer`` gives its cells (a baseline trained with its authors' recipe)."""
+    entry_recipe = ((params["strategies"][strategy].get("train") or {}).get("optimizer") if strategy else None)
+    if entry_recipe is not None:
+        return dict(entry_recipe)
     family = backbone_family(params["models"][model]["backbone"])
     return dict(params["pretrain"]["optimizers"][family])
 
@@ -225,7 +230,7 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
     method, train_set = build_method(params, cell.model, seed, cell.device)
     clients = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))
     config = FLConfig.from_dict({**simulator_config(train_schedule(params, "fl", cell.strategy)), "seed": seed,
-                                 "optimizer": optimizer_config(params, cell.model)})
+                                 "optimizer": optimizer_config(params, cell.model, cell.strategy)})
     strategy, _ = build_strategy(params["strategies"][cell.strategy])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart",
@@ -262,7 +267,7 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     rule = round_options.pop("mixing", DEFAULT_RULE)
     mixing = mixing_matrix(adjacency, rule, sizes)
     config = DecLConfig.from_dict({**simulator_config(train_schedule(params, "decl", cell.strategy)), **round_options,
-                                   "seed": seed, "optimizer": optimizer_config(params, cell.model)})
+                                   "seed": seed, "optimizer": optimizer_config(params, cell.model, cell.strategy)})
     simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart",

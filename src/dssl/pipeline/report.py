@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import DISTANCES, FEATURES, METRICS, graph_figure, partition_figure
+from dssl.pipeline.layout import DISTANCES, FEATURES, GRAPHS, METRICS, graph_figure, partition_figure
 
 REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
@@ -157,6 +157,8 @@ def run(params_path: Path | str) -> Path:
         "data_figures": data_figures(params),
         "run": run_summary(stage.root, params, stage.profile),
         "assets": [REPORTS],             # the partitions' and graphs' drawings, the theory figures
+        "graphs": GRAPHS,                # every graph's statistics (Table 6: the mixing rules' distances)
+        "models": params["models"], "strategies": params["strategies"],   # what each row ran
     }
     # Build everything in a scratch folder first: a failure leaves the previous report intact.
     build = REPORTS / ".report-build"

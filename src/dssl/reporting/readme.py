@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dssl.reporting.claims import ALL_VERDICTS, UNTESTABLE, Finding, gate_failures
-from dssl.reporting.results import load_results, load_weight_distances
+from dssl.reporting.results import load_graph_stats, load_results, load_weight_distances
 from dssl.reporting.sections import FIGURES, FOLDER, ReportContext, SectionOutput, create_section
 from dssl.reporting.tables import dataset_name, load_paper_numbers, markdown_table
 
@@ -205,18 +205,21 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
     ``context``: ``profile``, ``dataset`` (downstream dataset the tables show); optional ``settings``
     (heading -> entries), ``theory`` (Markdown), ``paper`` (paper numbers; default the packaged ones),
     ``weight_distances`` (the folder of the weight_distance stages' outputs), ``features`` (the folder of
-    the features stages' outputs), ``data_figures`` (kind -> name -> figure path relative to ``out_dir``,
-    drawn by other stages), ``run`` (``what_ran``'s facts) and ``assets`` (folders where the HTML rendering looks for images
-    ``out_dir`` does not hold: the final report folder when ``out_dir`` is a scratch copy). Returns written
-    paths.
+    the features stages' outputs), ``graphs`` (the folder of the graph stages' outputs), ``models`` and
+    ``strategies`` (params.yaml's entries, which sections quote to say what ran), ``data_figures`` (kind ->
+    name -> figure path relative to ``out_dir``, drawn by other stages), ``run`` (``what_ran``'s facts) and
+    ``assets`` (folders where the HTML rendering looks for images ``out_dir`` does not hold: the final
+    report folder when ``out_dir`` is a scratch copy). Returns written paths.
     """
     distances = context.get("weight_distances")
+    graphs = context.get("graphs")
     ctx = ReportContext(results=load_results(results_dir), profile=context["profile"], dataset=context["dataset"],
                         paper=context.get("paper") or load_paper_numbers(), settings=context.get("settings") or {},
                         theory=context.get("theory"),
                         weight_distances=load_weight_distances(distances) if distances is not None else None,
                         features=context.get("features"), data_figures=context.get("data_figures") or {},
-                        run=context.get("run") or {})
+                        run=context.get("run") or {}, graphs=load_graph_stats(graphs) if graphs is not None else {},
+                        models=context.get("models") or {}, strategies=context.get("strategies") or {})
     outputs = build_sections(ctx, sections)
     out_dir = Path(out_dir)
     folder, figures = out_dir / FOLDER, out_dir / FIGURES

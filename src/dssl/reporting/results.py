@@ -151,3 +151,19 @@ def load_weight_distances(folder: Path | str) -> pd.DataFrame:
                   "seed": int(record["seed"]), "pair": pair, "distance": float(value), "form": record["form"],
                   "stage": record["stage"], "file": str(path)} for pair, value in distances.items()]
     return pd.DataFrame(rows, columns=columns)
+
+
+def load_graph_stats(folder: Path | str) -> dict[str, dict[str, float]]:
+    """The statistics of every ``graph.json`` under ``folder`` (the graph stages' outputs), by graph name
+    (its folder): degrees, spectral gaps, each mixing rule's distance to the uniform matrix. An absent
+    folder (no graph in this build) gives none; a damaged file raises naming it."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return {}
+    stats = {}
+    for path in sorted(folder.glob("*/graph.json")):
+        record = read_json(path, ("stats",))
+        if not isinstance(record["stats"], dict):
+            raise ArtifactError(path, "key 'stats' must be a mapping of statistics")
+        stats[path.parent.name] = dict(record["stats"])
+    return stats

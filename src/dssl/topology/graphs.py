@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 
 from dssl.artifacts import ArtifactError, read_json, stable_float, stable_floats
+from dssl.topology.mixing import distance_to_uniform
 
 MAX_RESAMPLES = 1000
 # Significant digits written to graph.json. Mixing weights are exact quotients of small integers
@@ -199,7 +200,8 @@ def algebraic_connectivity(adjacency: np.ndarray) -> float:
 
 
 def graph_stats(graph: Graph, mixings: dict[str, np.ndarray]) -> dict[str, float]:
-    """Degree statistics and spectral gaps, for graph.json and MLflow."""
+    """Degree statistics, spectral gaps and each rule's distance to the uniform mixing matrix
+    (``mixing.distance_to_uniform``), for graph.json, MLflow and paper A's Table 6."""
     sizes = graph.closed_neighbourhood_sizes()
     stats = {
         "num_clients": float(graph.num_clients),
@@ -213,6 +215,8 @@ def graph_stats(graph: Graph, mixings: dict[str, np.ndarray]) -> dict[str, float
     }
     for rule, matrix in mixings.items():
         stats[f"spectral_gap_{rule}"] = spectral_gap(matrix)
+    for rule, matrix in mixings.items():
+        stats[f"distance_to_uniform_{rule}"] = distance_to_uniform(matrix, graph.adjacency)
     return stats
 
 

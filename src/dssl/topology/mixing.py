@@ -73,6 +73,13 @@ ORDERS = ("mix_then_train", "train_then_mix")
 COLUMN_STOCHASTIC = frozenset({"push_sum"})
 
 
+def distance_to_uniform(matrix: np.ndarray, adjacency: np.ndarray) -> float:
+    """max_ij |W_ij - U_ij|: how far a rule's mixing matrix is from paper A's uniform 1/|A_i| on the same
+    graph (0 on a regular graph for every rule but data-size weights; the largest weight a client gives
+    differently is what can separate two rules in paper A's Table 6)."""
+    return float(np.abs(np.asarray(matrix, dtype=np.float64) - uniform(np.asarray(adjacency, dtype=bool))).max())
+
+
 def mixing_matrix(adjacency: np.ndarray, rule: str, sizes: np.ndarray | None = None) -> np.ndarray:
     """The mixing matrix of ``rule`` for a graph (no self loops in ``adjacency``): row-stochastic,
     or column-stochastic for the rules in ``COLUMN_STOCHASTIC``."""

@@ -42,7 +42,8 @@ a copy of the strategy (``dssl.federation.parallel``), and the same after a resu
 Per-client memory (the method's ``client_state_keys()``: EMA target / momentum networks, MoCo's
 queue and pointer) is local in every strategy: never uploaded, never part of a global model, never
 mixed by gossip. A client's first participation starts it from the method's initial memory, except
-that its EMA target starts as a copy of the online network it receives (paper B's code does so).
+that its EMA target starts as a copy of the online network it receives (paper B's code does so); the
+method's ``round_memory_keys()`` start so in every round (``restart_round_memory``).
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ class Strategy:
         self.shared_keys: tuple[str, ...] = ()
         self.initial_local: StateDict = {}
         self.target_sources: dict[str, str] = {}
+        self.round_memory: tuple[str, ...] = ()
 
     @classmethod
     def option_names(cls) -> list[str]:
@@ -159,6 +161,7 @@ class Strategy:
         self.shared_keys = tuple(k for k in keys if k not in self.local_keys)
         self.initial_local = snapshot(method, [k for k in keys if k in self.local_keys])
         self.target_sources = {k: method.online_key_of(k) for k in method.part_keys("target")}
+        self.round_memory = tuple(method.round_memory_keys())
 
     def select_local_keys(self, method: nn.Module) -> list[str]:
         return list(method.local_state_keys()) if self.hparams["keep_local"] else []
@@ -183,7 +186,16 @@ class Strategy:
         kept = local_state.get(LOCAL_MODEL)
         if kept is None:
             kept = self.first_local_state(global_state)
-        return {**global_state, **kept}
+        return self.restart_round_memory({**global_state, **kept})
+
+    def restart_round_memory(self, start: dict) -> dict:
+        """``start`` with the method's round memory (``round_memory_keys``: paper B's code restarts MoCo's
+        key encoder and queue every round) as at a first participation: a target network copied from the
+        online one in ``start``, other memory the initial one."""
+        for key in self.round_memory:
+            online = self.target_sources.get(key)
+            start[key] = start[online] if online is not None else self.initial_local[key]
+        return start
 
     def first_local_state(self, start: Mapping[str, torch.Tensor]) -> StateDict:
         """A client's local tensors before it ever trained: the initial ones, except that an EMA

@@ -3,7 +3,8 @@
 Wang et al., "Does Learning from Decentralized Non-IID Unlabeled Data Benefit from Self Supervision?"
 (ICLR 2023; the Dec-SSL algorithm, paper A's "FeatARC" baseline), FL only:
 
-- Clusters. The server keeps M cluster models (M = 2, ``num_clusters``), independently initialised.
+- Clusters. The server keeps M cluster models (M = 2, ``num_clusters``), independently initialised,
+  each as the model is built (``initial_global_states``).
 - Selection (``select_global``). Before a round, a client embeds its images with its local model (the
   one it trained last time; before its first round the cluster model i mod M) and with every cluster
   model; the agreement with cluster j is the mean over its images of the inner product of the two
@@ -44,8 +45,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from dssl.federation.local import ClientData
-from dssl.federation.state import StateDict, load_state_, snapshot
+from dssl.federation.reproducibility import derive_seed
+from dssl.federation.state import StateDict, load_state_, snapshot, state_digest
 from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
+from dssl.methods.base import rebuild_method
 
 LOCAL_FEATURE_MODEL = "featarc_model"  # local_state key: the client's last trained model (all tensors)
 CLUSTER_SCORES = "cluster_scores"  # ClientContext.scratch key: the client's agreement with each cluster
@@ -104,8 +107,8 @@ class FeatARC(Strategy):
     """M cluster models; each client joins the cluster of best feature agreement and trains SimCLR
     plus the alignment of its projections to that cluster's frozen features.
 
-    Options: ``num_clusters`` (M, 2), ``align_weight`` (1.0), ``init_seed`` (cluster j > 0 is
-    initialised with seed ``init_seed + j``), ``aggregation`` (within a cluster; ``uniform``).
+    Options: ``num_clusters`` (M, 2), ``align_weight`` (1.0), ``init_seed`` (enters the seeds that
+    initialise clusters j > 0), ``aggregation`` (within a cluster; ``uniform``).
     """
 
     frameworks = ("fl",)
@@ -137,16 +140,14 @@ class FeatARC(Strategy):
         self.frozen = copy.deepcopy(method.encoder).requires_grad_(False).eval()
 
     def initial_global_states(self, initial: StateDict) -> list[StateDict]:
-        """Cluster 0 is the initial model; cluster j > 0 is the same architecture re-initialised
-        with seed ``init_seed + j`` (the released code builds M independent models)."""
+        """Cluster 0 is the initial model; cluster j > 0 is the same model built again, with the same
+        initialisation (torchvision's Kaiming init of ResNet's convolutions, timm's of a ViT, ...), from
+        a seed derived from ``init_seed``, j and the initial model's bytes -- so each run seed draws other
+        clusters -- as the released code builds its M models with one constructor."""
         states = [initial]
+        run = int(state_digest(initial)[:15], 16)
         for j in range(1, self.hparams["num_clusters"]):
-            model = copy.deepcopy(self.method)
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(self.hparams["init_seed"] + j)
-                for module in model.modules():
-                    if hasattr(module, "reset_parameters"):
-                        module.reset_parameters()
+            model = rebuild_method(self.method, derive_seed(self.hparams["init_seed"], j, run))
             states.append(snapshot(model, list(initial)))
         return states
 

@@ -11,9 +11,18 @@ The EMA target stays on the client (updated only by BYOL's own EMA); mu = 0 reco
 at the end of client k's first participation (so that mu = tau at its next one; ``tau`` 0.7 in the
 paper, 0.8 the released code's default), stored per client in the strategy's checkpointed state;
 ``constant`` uses ``ema_lambda`` (0.8 in the paper) for every client.
-``divergence``: ``paper`` (default) = ||W_g - W_k|| flattened over the online encoder's parameters;
-``code`` = the released code's mean per-layer L2 drift of the encoder's convolution weights during the
-client's previous local training (its autoscaler then divides ``tau`` by the first such drift).
+``divergence`` (``dssl.federation.strategies.divergence``): ``paper`` (default) = ||W_g - W_k|| in the
+norm paper B's constants were tuned on (the code's mean of per-kernel L2 norms over the encoder's
+convolutions); ``paper_flat`` = the same difference as one flattened norm of the online network;
+``code`` = the released code's drift of the client's encoder during its previous local training (its
+autoscaler then divides ``tau`` by the first such drift).
+``skipped``: what a client that did not train in the previous round starts from. Paper B trains every
+client in every round (cross-silo) and is silent; its code, under random client selection
+(``selective_ema``, as FedU2's FedEMA), restarts such a client from the global model -- online,
+predictor and target networks alike -- and blends only after consecutive rounds: ``restart``
+(default; in a cross-silo cell it never applies). ``blend`` blends the model the client kept however
+many rounds ago it trained, so with 5 of 100 clients per round (paper A's Table 2) the divergence to
+it grows with the ~20-round gap and mu saturates at 1: the client keeps its stale model.
 Only parameters are blended; BN statistics come from the global model, as in the released code.
 The code's first-round quirk (target and online networks are one object) is not reproduced.
 FL only: the divergence is to a server's global model.
@@ -28,9 +37,10 @@ from torch import nn
 
 from dssl.federation.state import StateDict
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload, register_strategy
-from dssl.federation.strategies.divergence import DRIFT, DivergenceAware, code_divergence_keys, l2_distance
+from dssl.federation.strategies.divergence import DRIFT, LAST_ROUND, DivergenceAware
 
 SCALERS = ("auto", "constant")
+SKIPPED = ("restart", "blend")
 
 
 def ema_mu(scale: float, divergence: float) -> float:
@@ -45,13 +55,16 @@ class FedEMA(DivergenceAware):
     frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
 
     def __init__(self, aggregation: str = "uniform", scaler: str = "auto", tau: float = 0.7,
-                 ema_lambda: float = 0.8, divergence: str = "paper") -> None:
+                 ema_lambda: float = 0.8, divergence: str = "paper", skipped: str = "restart") -> None:
         super().__init__(aggregation, divergence)
         if scaler not in SCALERS:
             raise ValueError(f"unknown scaler {scaler!r}; known: {', '.join(SCALERS)}")
+        if skipped not in SKIPPED:
+            raise ValueError(f"unknown skipped {skipped!r}; known: {', '.join(SKIPPED)} (restart: from the global "
+                             "model after a skipped round, as paper B's code; blend: the kept model however old)")
         if tau <= 0 or ema_lambda < 0:
             raise ValueError(f"tau must be > 0 and ema_lambda >= 0, got tau={tau}, ema_lambda={ema_lambda}")
-        self.hparams.update(scaler=scaler, tau=float(tau), ema_lambda=float(ema_lambda))
+        self.hparams.update(scaler=scaler, tau=float(tau), ema_lambda=float(ema_lambda), skipped=skipped)
         self.lambdas: dict[str, float] = {}  # client id (str) -> autoscaled lambda_k
         self.blended_keys: tuple[str, ...] = ()
 
@@ -59,27 +72,30 @@ class FedEMA(DivergenceAware):
         super().setup(method)
         self.kept_keys = tuple(method.state_dict())  # the whole model: W_k^(r-1) is blended
         self.blended_keys = self.online_keys + self.predictor_keys
-        online_params = [k for k in self.online_keys if k in self.param_keys]
-        self.measured_keys = (code_divergence_keys(method, online_params) if self.uses_code_divergence
-                              else tuple(online_params))
+        self.measure_on(method, self.online_keys)
 
     # -- client side ------------------------------------------------------------------------------
 
     def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
                             local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
-        start = dict(super().client_update_start(client_id, global_state, local_state, ctx))
-        self.remember_start(start, ctx)
         kept = local_state.get(LOCAL_MODEL)
-        if kept is None:
-            return start  # first participation: the global model (FedSSL.first_start)
-        if self.uses_code_divergence:
-            divergence = float(local_state[DRIFT])
+        if kept is None:  # first participation: the global model (FedSSL.first_start)
+            start = self.first_start(global_state)
+        elif self.restarts(local_state, ctx):
+            start = self.first_start(global_state)
+            local_state["fedema"] = {"divergence": None, "mu": 0.0, "restarted": True}
         else:
-            divergence = l2_distance(global_state, kept, self.measured_keys)
-        mu = ema_mu(self.scale(client_id), divergence)
-        self.blend_into(start, kept, global_state, self.blended_keys, mu)
-        local_state["fedema"] = {"divergence": divergence, "mu": mu}
+            start = dict(super().client_update_start(client_id, global_state, local_state, ctx))
+            divergence = self.divergence(global_state, kept, local_state)
+            mu = ema_mu(self.scale(client_id), divergence)
+            self.blend_into(start, kept, global_state, self.blended_keys, mu)
+            local_state["fedema"] = {"divergence": divergence, "mu": mu, "restarted": False}
+        self.remember_start(start, ctx)
         return start
+
+    def restarts(self, local_state: dict, ctx: ClientContext) -> bool:
+        """``skipped: restart`` and the client did not train in the previous round."""
+        return self.hparams["skipped"] == "restart" and local_state.get(LAST_ROUND) != ctx.round - 1
 
     def scale(self, client_id: int) -> float:
         """lambda of this client: the constant, or its autoscaled value (0 until it is known)."""
@@ -93,9 +109,9 @@ class FedEMA(DivergenceAware):
                     round_index: int) -> list[StateDict]:
         """Autoscaler: lambda_k = tau / d_k, set once, after client k's first participation with d_k > 0.
 
-        d_k is ``paper``'s ||W_g^(r+1) - W_k^r|| (the divergence at the client's next start, so mu = tau
-        there) or ``code``'s drift during this local training (what the code divides tau by at the next
-        start, which measures that same drift).
+        d_k is ||W_g^(r+1) - W_k^r|| (``paper``, ``paper_flat``: the divergence at the client's next
+        start, so mu = tau there) or ``code``'s drift during this local training (what the code divides
+        tau by at the next start, which measures that same drift).
         """
         if self.hparams["scaler"] != "auto":
             return global_states
@@ -106,7 +122,7 @@ class FedEMA(DivergenceAware):
             if self.uses_code_divergence:
                 divergence = float(upload.extras[DRIFT])
             else:
-                divergence = l2_distance(global_states[upload.model_index], upload.state, self.measured_keys)
+                divergence = self.distance(global_states[upload.model_index], upload.state)
             if divergence > 0:
                 self.lambdas[key] = self.hparams["tau"] / divergence
         return global_states

@@ -14,6 +14,12 @@ the global model replaces part of the client's model. The options are the questi
                        online network becomes ``encoder_ema * local + (1 - encoder_ema) * global``.
 ``update_predictor``   ``global`` (default: the averaged predictor replaces the local one) or
                        ``local`` (the client keeps its own).
+``first_round_target`` ``copy`` (default): a client's first target is a copy of the online network it
+                       receives; ``online``: paper B's code, where in a client's first round the target
+                       *is* its online network (one object: the EMA moves nothing, and without
+                       stop-gradient the gradient of both branches reaches the online weights), and the
+                       target then keeps that network as the round ended. It decides what paper B's code
+                       means by its no-stop-gradient and no-EMA ablations (``dssl.methods.siamese``).
 
 The predictor is always uploaded with the encoder ("the client uploads its online network (and
 predictor)"). The method's other switches (``predictor``, ``stop_gradient``, ``ema_target``, MoCo's
@@ -35,6 +41,7 @@ from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Strategy
 AGGREGATE_ENCODER = ("online", "target", "both")
 UPDATE_ENCODER = ("online", "target", "both", "none", "ema")
 UPDATE_PREDICTOR = ("global", "local")
+FIRST_ROUND_TARGETS = ("copy", "online")
 
 
 def check_choice(name: str, value: str, known: tuple[str, ...]) -> None:
@@ -55,17 +62,20 @@ class FedSSL(Strategy):
 
     def __init__(self, aggregation: str = "uniform", aggregate_encoder: str = "online",
                  update_encoder: str = "online", update_predictor: str = "global",
-                 encoder_ema: float | None = None) -> None:
+                 encoder_ema: float | None = None, first_round_target: str = "copy") -> None:
         super().__init__(aggregation)
         check_choice("aggregate_encoder", aggregate_encoder, AGGREGATE_ENCODER)
         check_choice("update_encoder", update_encoder, UPDATE_ENCODER)
         check_choice("update_predictor", update_predictor, UPDATE_PREDICTOR)
+        check_choice("first_round_target", first_round_target, FIRST_ROUND_TARGETS)
         if update_encoder == "ema" and (encoder_ema is None or not 0.0 <= encoder_ema <= 1.0):
             raise ValueError(f"update_encoder 'ema' needs encoder_ema in [0, 1], got {encoder_ema!r}")
         if update_encoder != "ema" and encoder_ema is not None:
             raise ValueError("encoder_ema is only used with update_encoder: ema")
         self.hparams.update(aggregate_encoder=aggregate_encoder, update_encoder=update_encoder,
-                            update_predictor=update_predictor, encoder_ema=encoder_ema)
+                            update_predictor=update_predictor, encoder_ema=encoder_ema,
+                            first_round_target=first_round_target)
+        self.method: nn.Module | None = None   # with first_round_target: online, the method it toggles
         self.online_keys: tuple[str, ...] = ()
         self.predictor_keys: tuple[str, ...] = ()
         self.target_keys: tuple[str, ...] = ()
@@ -93,8 +103,14 @@ class FedSSL(Strategy):
         self.initial_local = snapshot(method, [k for k in keys if k in self.local_keys])
         self.replaced = self.replacement(update)
         self.kept_keys = tuple(k for k in keys if k not in self.replaced or update == "ema")
+        self.round_memory = tuple(method.round_memory_keys())
 
     def _check_method(self, method: nn.Module) -> None:
+        if self.hparams["first_round_target"] == "online":
+            if not self.target_keys or not hasattr(method, "share_target"):
+                raise ValueError(f"first_round_target 'online' shares a Siamese method's EMA target with its online "
+                                 f"network; method {method.name!r} has none (use byol, or simsiam with ema_target)")
+            self.method = method
         needs_target = (self.hparams["aggregate_encoder"] in ("target", "both")
                         or self.hparams["update_encoder"] in ("target", "both"))
         if needs_target and not self.target_keys:
@@ -127,6 +143,8 @@ class FedSSL(Strategy):
     def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
                             local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
         kept = local_state.get(LOCAL_MODEL)
+        if self.method is not None:   # first_round_target: online
+            self.method.share_target(kept is None)
         if kept is None:
             return self.first_start(global_state)
         start = dict(kept)
@@ -134,7 +152,7 @@ class FedSSL(Strategy):
             start[key] = global_state[source]
         if self.hparams["update_encoder"] == "ema":
             self.blend_into(start, kept, global_state, self.online_keys, self.hparams["encoder_ema"])
-        return start
+        return self.restart_round_memory(start)
 
     def first_start(self, global_state: Mapping[str, torch.Tensor]) -> StateDict:
         """A client's first start: every network from the global model, memory from the initial one."""
@@ -153,6 +171,9 @@ class FedSSL(Strategy):
 
     def client_upload(self, client_id: int, method: nn.Module, local_state: dict,
                       ctx: ClientContext) -> Upload:
+        if getattr(method, "target_is_online", False):   # a shared target leaves as the online network ended
+            method.copy_online_to_target()
+            method.share_target(False)
         local_state[LOCAL_MODEL] = snapshot(method, self.kept_keys)
         state = snapshot(method, self.shared_keys)
         if self.hparams["aggregate_encoder"] == "target":  # the target is sent in the online's place

@@ -6,11 +6,13 @@ always replaced by the global one, and the predictor by the global predictor onl
 between the global and the client's model is below ``threshold`` (0.4 in the released code);
 otherwise the client keeps its own predictor.
 
-``divergence``: ``paper`` (default) = ||W_g - W_k|| over the online encoder's (encoder + projector)
-parameters, global model of this round against the client's model after its previous participation;
-``code`` = the released code's mean per-layer L2 drift of the encoder's convolution weights during the
-client's previous local training. ``divergence_of``: ``encoder`` (default, as both the paper and the
-code measure it) or ``predictor`` (the same norm over the predictor's parameters; ``paper`` only).
+``divergence`` (``dssl.federation.strategies.divergence``): ``paper`` (default) = ||W_g - W_k||, this
+round's global model against the client's model after its previous participation, in the norm the
+threshold was tuned on (the code's mean of per-kernel L2 norms over the encoder's convolutions);
+``paper_flat`` = the same difference as one flattened norm of the online network (encoder + projector);
+``code`` = the released code's drift of the client's encoder during its previous local training.
+``divergence_of``: ``encoder`` (default, as both the paper and the code measure it) or ``predictor``
+(the flattened norm over the predictor's parameters; ``paper_flat`` only).
 The decision of each participation is kept in the client's state (``local_state["fedu"]``).
 FL only: the divergence is to a server's global model.
 """
@@ -23,7 +25,7 @@ import torch
 from torch import nn
 
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, register_strategy
-from dssl.federation.strategies.divergence import DRIFT, DivergenceAware, code_divergence_keys, l2_distance
+from dssl.federation.strategies.divergence import DivergenceAware
 
 DIVERGENCE_OF = ("encoder", "predictor")
 
@@ -39,8 +41,9 @@ class FedU(DivergenceAware):
         super().__init__(aggregation, divergence, update_predictor="local")
         if divergence_of not in DIVERGENCE_OF:
             raise ValueError(f"unknown divergence_of {divergence_of!r}; known: {', '.join(DIVERGENCE_OF)}")
-        if divergence == "code" and divergence_of != "encoder":
-            raise ValueError("divergence 'code' measures the encoder's convolutions; use divergence_of: encoder")
+        if divergence != "paper_flat" and divergence_of != "encoder":
+            raise ValueError(f"divergence {divergence!r} measures the encoder's convolutions; divergence_of: "
+                             "predictor needs divergence: paper_flat")
         if threshold < 0:
             raise ValueError(f"threshold must be >= 0, got {threshold}")
         self.hparams.update(threshold=float(threshold), divergence_of=divergence_of)
@@ -50,29 +53,18 @@ class FedU(DivergenceAware):
         self.kept_keys = tuple(method.state_dict())  # the whole model: W_k^(r-1) for the divergence
         if not self.predictor_keys:
             raise ValueError(f"fedu updates a predictor; method {method.name!r} has none (use byol or simsiam)")
-        if self.uses_code_divergence:
-            self.measured_keys = code_divergence_keys(method, self.online_keys)
-        else:
-            part = self.online_keys if self.hparams["divergence_of"] == "encoder" else self.predictor_keys
-            self.measured_keys = tuple(k for k in part if k in self.param_keys)
+        self.measure_on(method, self.online_keys if self.hparams["divergence_of"] == "encoder" else self.predictor_keys)
 
     def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
                             local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
         start = dict(super().client_update_start(client_id, global_state, local_state, ctx))
-        self.remember_start(start, ctx)
         kept = local_state.get(LOCAL_MODEL)
-        if kept is None:
-            return start  # first participation: the global predictor (FedSSL.first_start)
-        divergence = self.divergence(global_state, kept, local_state)
-        use_global = divergence < self.hparams["threshold"]
-        if use_global:
-            for key in self.predictor_keys:
-                start[key] = global_state[key]
-        local_state["fedu"] = {"divergence": divergence, "global_predictor": use_global}
+        if kept is not None:  # a first participation takes the global predictor (FedSSL.first_start)
+            divergence = self.divergence(global_state, kept, local_state)
+            use_global = divergence < self.hparams["threshold"]
+            if use_global:
+                for key in self.predictor_keys:
+                    start[key] = global_state[key]
+            local_state["fedu"] = {"divergence": divergence, "global_predictor": use_global}
+        self.remember_start(start, ctx)
         return start
-
-    def divergence(self, global_state: Mapping[str, torch.Tensor], kept: Mapping[str, torch.Tensor],
-                   local_state: dict) -> float:
-        if self.uses_code_divergence:
-            return float(local_state[DRIFT])
-        return l2_distance(global_state, kept, self.measured_keys)

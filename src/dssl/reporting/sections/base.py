@@ -41,6 +41,9 @@ class ReportContext:
     features: Path | None = None         # paper A's Fig. 3: the folder of the features stages' outputs
     data_figures: Mapping[str, Mapping[str, str]] = field(default_factory=dict)   # kind -> name -> path
     run: Mapping[str, Any] = field(default_factory=dict)   # what ran: stages, seconds, hardware (``readme``)
+    graphs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)   # graph -> its graph.json stats
+    models: Mapping[str, Any] = field(default_factory=dict)       # params.yaml's models entries
+    strategies: Mapping[str, Any] = field(default_factory=dict)   # params.yaml's strategies entries
 
     @property
     def seeds(self) -> list[int]:

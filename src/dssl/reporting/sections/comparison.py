@@ -22,15 +22,42 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import pandas as pd
 
+from dssl.config.strategies import declared_strategies
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.results import accuracy_summary
 from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, register_section
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from dssl.reporting.tables import CELL_NOTE, cell_name, compared_cells, format_summary, markdown_table
+from dssl.topology.mixing import DEFAULT_RULE
 
 PLACE = {"fl": "partition", "decl": "graph", "local": "partition"}
 OTHER_FRAMEWORKS = ("central", "local")   # row specs "<framework>/<model>"
 CellSpec = tuple[str, str, str, str]   # (framework, model, strategy or "", place or "")
+
+
+def model_text(spec: Mapping[str, Any]) -> str:
+    """``byol on cnn_small (predictor=False)``: a models entry as params.yaml states it."""
+    hparams = ", ".join(f"{k}={v}" for k, v in (spec.get("hparams") or {}).items())
+    return f"{spec.get('method')} on {spec.get('backbone')}" + (f" ({hparams})" if hparams else "")
+
+
+def strategy_text(spec: Mapping[str, Any]) -> str:
+    """``fedema (aggregation=uniform, divergence=paper, ...; train: rounds=200)``: a strategies entry with every
+    option it runs with (the strategy's declared defaults filled in) and its training overrides."""
+    declared = declared_strategies().get(spec.get("name"))
+    options = declared.resolved(dict(spec)) if declared else {k: v for k, v in spec.items() if k not in ("name", "train")}
+    options.update({k: spec[k] for k in ("mixing", "order") if k in spec})
+    text = ", ".join(f"{k}={v}" for k, v in options.items())
+    train = spec.get("train") or {}
+    if train:
+        text += "; train: " + ", ".join(f"{k}={_inline(v)}" for k, v in train.items())
+    return f"{spec.get('name')} ({text})"
+
+
+def _inline(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 class StrategyComparison(ReportSection):
@@ -43,6 +70,7 @@ class StrategyComparison(ReportSection):
     # An ablation's claim is that removing a part hurts; the ablated model may collapse (that is the
     # finding), so only the best row (the full method) must beat random init for the claim to be tested.
     gate_best_row_only: ClassVar[bool] = False
+    note: ClassVar[str] = ""                     # which definitions the rows use, where a paper and its code differ
 
     def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
                  protocol: str = "finetune", best: str | None = None, references: tuple[str, ...] | list[str] = (),
@@ -150,8 +178,9 @@ class StrategyComparison(ReportSection):
                  "mean over clients)."
                  + (f" Reference rows, not part of the claim: {', '.join(self.references)}." if self.references else "")
                  + (f" Paper-scale only (not run in this profile): {', '.join(self.paper_scale_only)}."
-                    if self.paper_scale_only else ""),
-                 "**Measured (this pipeline)**", markdown_table(measured, index=False)]
+                    if self.paper_scale_only else "")]
+        parts += self.choices(data, ctx)
+        parts += ["**Measured (this pipeline)**", markdown_table(measured, index=False)]
         paper = self._paper(ctx.paper)
         if paper is not None:
             parts += ["**Paper A** (its setting; mean of 3 trials)", markdown_table(paper)]
@@ -159,6 +188,19 @@ class StrategyComparison(ReportSection):
                      + ("\n".join(f.line() for f in findings)
                         or "- no column has the paper's best row and another row"))
         return "\n\n".join(parts)
+
+    def choices(self, data: pd.DataFrame, ctx: ReportContext) -> list[str]:
+        """Paragraphs saying which definition each row ran: every model and strategy of the cells as
+        params.yaml configures them (strategy options with their defaults filled in, and the entry's
+        ``train`` overrides). Sections whose rows depend on a choice between a paper's definition and its
+        authors' code add their own sentence (``note``)."""
+        models = dict.fromkeys(m for m in data["model"] if m in ctx.models)
+        strategies = dict.fromkeys(s for s in data["strategy"] if s and s in ctx.strategies)
+        if not models and not strategies:
+            return [self.note] if self.note else []
+        ran = [f"{m} = {model_text(ctx.models[m])}" for m in models]
+        ran += [f"{s} = {strategy_text(ctx.strategies[s])}" for s in strategies]
+        return [f"**What ran**: {'; '.join(ran)}." + (f" {self.note}" if self.note else "")]
 
     def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
         """The table as a dot plot: per column, every row's mean with its 95 % seed interval."""
@@ -246,6 +288,29 @@ class Table6(StrategyComparison):
                  protocol: str = "finetune", best: str | None = None) -> None:
         super().__init__(model, rows, columns, framework, protocol, best)
 
+    def choices(self, data: pd.DataFrame, ctx: ReportContext) -> list[str]:
+        """Adds, per graph of the table, its degrees and each rule's distance from uniform mixing: on a graph
+        whose clients all have the same |A_i| the rules' matrices coincide and the table cannot separate them."""
+        return super().choices(data, ctx) + [text for graph in dict.fromkeys(data["place"])
+                                             if (text := self.mixing_text(graph, data, ctx))]
+
+    def mixing_text(self, graph: str, data: pd.DataFrame, ctx: ReportContext) -> str:
+        stats = ctx.graphs.get(graph)
+        if stats is None:
+            return ""
+        rules = {row: (ctx.strategies.get(strategy) or {}).get("mixing", DEFAULT_RULE)
+                 for row, strategy, place in zip(data["row"], data["strategy"], data["place"]) if place == graph}
+        distances = [f"{row} ({rule}) {stats[f'distance_to_uniform_{rule}']:.3g}" for row, rule in rules.items()
+                     if f"distance_to_uniform_{rule}" in stats]
+        same = [row for row, rule in rules.items() if stats.get(f"distance_to_uniform_{rule}", 1.0) < 1e-9]
+        text = (f"**Mixing on {graph}**: |A_i| from {stats['connectivity_min']:.0f} to {stats['connectivity_max']:.0f} "
+                f"(mean {stats['connectivity_mean']:.2f}); each rule's largest weight difference from uniform mixing "
+                f"(1/|A_i|), max_ij |W_ij - U_ij|: " + ", ".join(distances) + ".")
+        if same:
+            text += (f" {', '.join(same)} mix exactly as uniform weights on this graph: any accuracy gap between "
+                     "them is seed and hardware noise.")
+        return text
+
 
 @register_section("table7")
 class Table7(StrategyComparison):
@@ -273,6 +338,12 @@ class Table8(StrategyComparison):
 class Table2(StrategyComparison):
     """Paper A Table 2: MAR against the federated SSL baselines (rows labelled with the paper's keys)."""
 
+    note = ("FedU's threshold and FedEMA's constant lambda are read on the norm paper B's code tuned them on: "
+            "`divergence: paper` is its ||W_g - W_k|| in that code's mean of per-kernel L2 norms over the encoder's "
+            "convolutions (`paper_flat`: one flattened norm, several times larger; `code`: the code's own drift "
+            "during the previous local training). A FedEMA client that skipped the previous round restarts from the global "
+            "model (`skipped: restart`, paper B's code under client sampling; `blend` blends its stale model). A "
+            "baseline whose strategy entry carries `train.optimizer` trains with its authors' recipe.")
     title = "Table 2: FedMAR against federated SSL baselines"
     paper_key = "table2_sota"
     best_row = "fedmar_r18"
@@ -307,6 +378,10 @@ class Table2(StrategyComparison):
 class FedSSLMethods(StrategyComparison):
     """Paper B's generalised methods: FedSimCLR, FedMoCo, FedBYOL, FedSimSiam under IID and non-IID data."""
 
+    note = ("MoCo's defaults are its own papers' definition (one loss direction, v2's head without BN, key "
+            "encoder and queue kept per client across rounds); paper B's code is `symmetric`, `head_bn`, "
+            "`reset_key_encoder`, `reset_queue` and, for v1, `jitter_strength: 0.5` with a constant learning rate: "
+            "a row runs what its model entry lists above.")
     title = "Paper B: generalised FedSSL methods"
     best_row = "FedBYOL"
     claim = "FedBYOL is the best of the generalised FedSSL methods (paper B)"
@@ -319,11 +394,26 @@ class FedEMATable(StrategyComparison):
     """Paper B's linear evaluation: FedEMA against stand-alone training, FedBYOL and FedU (centralised BYOL
     as a reference row where a profile runs it)."""
 
+    note = ("FedU's threshold and FedEMA's constant lambda are read on the norm paper B's code tuned them on: "
+            "`divergence: paper` is its ||W_g - W_k|| in that code's mean of per-kernel L2 norms over the encoder's "
+            "convolutions (`paper_flat`: one flattened norm, several times larger; `code`: the code's own drift "
+            "during the previous local training). Paper B trains every client in every round, so `skipped` never applies "
+            "here.")
     title = "Paper B: FedEMA against stand-alone training, FedBYOL and FedU"
     best_row = "FedEMA"
     claim = "FedEMA outperforms the other rows: stand-alone training, FedBYOL, FedU (paper B: by 3-4 % in linear evaluation)"
     intro = ("Paper B reports FedEMA at 83.34 % linear accuracy on CIFAR-10 non-IID, 3-4 % above the existing methods; "
              "its stand-alone row trains and evaluates each client on its own (here: their mean).")
+
+
+@register_section("fedema_non_iid_level")
+class FedEMANonIIDLevel(FedEMATable):
+    """Paper B's non-IID level: FedEMA against FedBYOL and FedU as the classes per client vary (columns)."""
+
+    title = "Paper B: FedEMA across non-IID levels (classes per client)"
+    claim = "FedEMA outperforms FedBYOL and FedU at every non-IID level (paper B)"
+    intro = ("Paper B varies how many whole classes each of its 5 clients holds; columns are classes per client "
+             "(all of them: every client holds a fifth of every class).")
 
 
 @register_section("fedssl_predictor")
@@ -348,6 +438,11 @@ class FedSSLStopGradient(StrategyComparison):
     """
 
     gate_best_row_only = True
+    note = ("Without stop-gradient follows SimSiam's definition: the loss is differentiated through the target "
+            "branch, and BYOL's target, which the gradient reaches, is stepped by the optimiser "
+            "(`target_optimized: true`, the default). Paper B's code keeps the target out of its optimiser "
+            "(`target_optimized: false`, with the strategy's `first_round_target: online`), which equals the "
+            "stop-gradient run after a client's first round.")
     title = "Paper B ablation: stop-gradient"
     best_row = "with stop-gradient"
     claim = "stop-gradient is necessary for FedSimSiam: with it accuracy is higher (paper B)"
@@ -394,6 +489,9 @@ class FedSSLEma(StrategyComparison):
     """Paper B's ablation: an EMA target network helps."""
 
     gate_best_row_only = True
+    note = ("Without EMA the target is the online network itself (`ema_target: false`, BYOL's tau = 0); "
+            "paper B's code freezes the target instead (`momentum: 1.0` with the strategy's "
+            "`first_round_target: online`).")
     title = "Paper B ablation: the EMA target"
     best_row = "with EMA"
     claim = "an EMA target network helps (paper B)"
@@ -436,9 +534,13 @@ class FedEMALambda(ReportSection):
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         table = pd.DataFrame({"lambda": data["x"], "cell": data["cell"],
                               "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
+        ran = "; ".join(f"{strategy} = {strategy_text(ctx.strategies[strategy])}" for strategy in data["strategy"]
+                        if strategy in ctx.strategies)
         return (f"![lambda sweep]({FIGURES}/fedema_lambda.png)\n\n"
                 f"Model {self.model} on {self.partition}, scored with {self.protocol}; {CELL_NOTE}. Paper B draws "
-                "this sweep without printed values and states no ordering, so no claim is checked here.\n\n"
+                "this sweep without printed values and states no ordering, so no claim is checked here. Lambda "
+                "multiplies the divergence each strategy runs with (paper B tuned 0.4-1.6 on its code's per-kernel "
+                "norm, `divergence: paper`)" + (f"; what ran: {ran}." if ran else ".") + "\n\n"
                 + markdown_table(table, index=False))
 
     def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:

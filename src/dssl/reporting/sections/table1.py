@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
+from dssl.data.partition import IID_ALPHA
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare, difference_of_differences
 from dssl.reporting.results import summarise
 from dssl.reporting.sections.base import FIGURES, FOLDER, ReportContext, ReportSection, register_section
@@ -30,7 +31,8 @@ IID, LABEL, FEATURE = "IID", "L/non-IID", "F/non-IID"
 SETTINGS = (IID, LABEL, FEATURE)
 SCHEME_SETTING = {"iid": IID, "dirichlet_balanced": LABEL, "dirichlet_min_size": LABEL, "feature": FEATURE}
 # Paper A's own label split is the balanced Dirichlet; the min-size variant fills the cell only without it.
-SCHEME_RANK = {"iid": 0, "dirichlet_balanced": 0, "dirichlet_min_size": 1, "feature": 0}
+# Its IID is the balanced Dirichlet at alpha = 1e5; the even random split ("iid") fills the cell only without it.
+SCHEME_RANK = {"iid": 1, "dirichlet_balanced": 0, "dirichlet_min_size": 1, "feature": 0}
 PAPER_COLUMNS = {"iid": IID, "label_noniid": LABEL, "feature_noniid": FEATURE}
 PAPER_ROWS = {"SimSiam + CNN": "simsiam_cnn", "MAE + CNN": "mae_cnn",
               "SimSiam + ViT": "simsiam_vit", "MAE + ViT": "mae_vit"}
@@ -48,10 +50,10 @@ def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None
                 strategy: str | None = "fedavg", partitions: list[str] | None = None) -> pd.DataFrame:
     """The result rows of Table 1 (FL cells and reference rows) with their ``row`` and ``setting``.
 
-    FL rows: scheme iid -> IID, dirichlet_* -> L/non-IID, feature -> F/non-IID (the min-size Dirichlet
-    only where the balanced one is absent), on ``partitions`` only when given. Reference rows
-    "random init + <family>" and "central <method> + <family>" fill the IID column: they do not
-    depend on the partition.
+    FL rows: scheme iid and dirichlet_* at alpha >= 1e5 (paper A's IID) -> IID, other dirichlet_* ->
+    L/non-IID, feature -> F/non-IID (the min-size Dirichlet only where the balanced one is absent, the
+    random split only where paper A's alpha = 1e5 draw is). Reference rows "random init + <family>" and
+    "central <method> + <family>" fill the IID column: they do not depend on the partition.
     """
     runs = results[results["protocol"] == protocol]
     if dataset is not None:
@@ -62,7 +64,7 @@ def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None
     if strategy is not None and "strategy" in fl:   # Table 1 is one strategy (FedAvg); MAR has its own sections
         fl = fl[fl["strategy"].isna() | (fl["strategy"] == strategy)]
     fl = fl.assign(row=[row_label(m, f) for m, f in zip(fl["method"], fl["family"])],
-                   setting=fl["scheme"].map(SCHEME_SETTING))
+                   setting=[partition_setting(scheme, alpha) for scheme, alpha in zip(fl["scheme"], fl["alpha"])])
     fl = fl.assign(rank=fl["scheme"].map(SCHEME_RANK))
     fl = fl[fl["rank"] == fl.groupby(CELL)["rank"].transform("min")].drop(columns="rank")
     reference = runs[runs["framework"].isin(["random", "central"])]
@@ -70,6 +72,13 @@ def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None
     cells = pd.concat([fl, reference], ignore_index=True)
     _check_cells(cells)
     return cells
+
+
+def partition_setting(scheme: str, alpha: float | None) -> str:
+    """Table 1's column of a partition: a Dirichlet at paper A's IID concentration (alpha >= 1e5) is IID."""
+    if scheme.startswith("dirichlet") and alpha is not None and alpha >= IID_ALPHA:
+        return IID
+    return SCHEME_SETTING[scheme]
 
 
 def _reference_label(run: Any) -> str:
