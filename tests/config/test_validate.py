@@ -11,6 +11,7 @@ import yaml
 from dssl.cli import main
 from dssl.config.checker import ParamsError
 from dssl.config.params import load_params, read_params, validate
+from dssl.config.methods import declared_methods, value_problem
 from dssl.config.sections import DATASET_FACTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,9 +137,45 @@ def test_registry_names_match_the_validator() -> None:
     from dssl.methods import METHODS
     from dssl.models import BACKBONES
 
-    assert sections.METHOD_NAMES == set(METHODS)
+    assert set(declared_methods()) == set(METHODS)
     assert sections.BACKBONE_NAMES == set(BACKBONES)
     assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
+
+
+def test_method_declarations_read_from_source_match_the_registry() -> None:
+    import inspect
+
+    from dssl.methods import METHODS
+
+    for name, cls in METHODS.items():
+        declared = declared_methods()[name]
+        assert declared.hparam_names == tuple(cls.hparam_names()), name
+        signature = inspect.signature(cls.__init__).parameters
+        for hparam in declared.hparams:
+            default = signature[hparam.name].default
+            assert value_problem(default, hparam.annotation) is None, (name, hparam, default)
+
+
+def test_model_hyper_parameters_are_checked_before_any_stage_runs(good: dict) -> None:
+    good["models"]["mae-vit"]["hparams"] = {"mask_ratoi": 0.5, "norm_pix_loss": "yes", "decoder_dim": 64}
+    good["models"]["simsiam-cnn"]["hparams"] = {"predictor": 1}
+    problems = {p.path: str(p) for p in validate(good, REPO)}
+    assert "method 'mae' has no hyper-parameter 'mask_ratoi'" in problems["models.mae-vit.hparams.mask_ratoi"]
+    assert "mask_ratio" in problems["models.mae-vit.hparams.mask_ratoi"]   # the hint lists the accepted names
+    assert "'yes' is not bool" in problems["models.mae-vit.hparams.norm_pix_loss"]
+    assert "models.mae-vit.hparams.decoder_dim" not in problems
+    assert "1 is not bool" in problems["models.simsiam-cnn.hparams.predictor"]
+
+
+@pytest.mark.parametrize("value, annotation, fits", [
+    (0.5, "float", True), (1, "float", True), (True, "float", False), ("0.5", "float", False),
+    (None, "int | None", True), (3, "int | None", True), (3.0, "int | None", False),
+    ("v2", "Literal['v1', 'v2']", True), ("v3", "Literal['v1', 'v2']", False),
+    ([0.2, 1.0], "tuple[float, float]", True), ([0.2], "tuple[float, float]", False),
+    ([32, 64, 128], "Sequence[int]", True), ("x", "nn.Module", True),   # unreadable annotations pass
+])
+def test_hyper_parameter_values_against_annotations(value, annotation, fits) -> None:
+    assert (value_problem(value, annotation) is None) == fits
 
 
 def test_strategy_entries_are_checked_against_the_strategy_registry(good: dict) -> None:

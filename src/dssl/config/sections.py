@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from dssl.config.checker import Checker, section_validator
+from dssl.config.methods import declared_methods, value_problem  # torch-free: read from the method modules
 from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
 from dssl.topology.graphs import TOPOLOGIES, check_request
@@ -153,8 +154,8 @@ def check_graphs(c: Checker) -> None:
 
 
 # Registry names the training sections may use. Kept here so validation never imports torch; a test
-# keeps each set equal to its registry (dssl.methods.METHODS, dssl.models.BACKBONES, ...).
-METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco", "orchestra"}
+# keeps each set equal to its registry (dssl.models.BACKBONES, ...). Methods are read from their
+# modules (dssl.config.methods), with their hyper-parameters.
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
 PROTOCOL_NAMES = set(PROTOCOLS)
 FRAMEWORKS = ("fl", "decl", "central", "local", "random")
@@ -178,10 +179,26 @@ def backbone_family(backbone: str) -> str:
 def check_models(c: Checker) -> None:
     for name, path, spec in c.entries("models"):
         c.unknown_keys(spec, {"method", "backbone", "hparams"}, path)
-        c.choice(spec, "method", METHOD_NAMES, path)
+        method = c.choice(spec, "method", declared_methods(), path)
         c.choice(spec, "backbone", BACKBONE_NAMES, path)
-        if "hparams" in spec:
-            c.mapping(spec["hparams"], f"{path}.hparams")
+        hparams = c.mapping(spec["hparams"], f"{path}.hparams") if "hparams" in spec else None
+        if method is not None and hparams:
+            _check_method_hparams(c, declared_methods()[method], hparams, f"{path}.hparams")
+
+
+def _check_method_hparams(c: Checker, method, hparams: dict, path: str) -> None:
+    """A model's ``hparams``: keyword-only arguments of its method's constructor, each value of the
+    argument's annotated type (ranges are the method's to check when it is built)."""
+    accepted = method.hparam_names
+    for key, value in hparams.items():
+        if key not in accepted:
+            c.add(f"{path}.{key}", f"method {method.name!r} has no hyper-parameter {key!r}",
+                  f"accepted: {', '.join(accepted)}")
+            continue
+        hparam = method.hparam(key)
+        problem = value_problem(value, hparam.annotation)
+        if problem:
+            c.add(f"{path}.{key}", problem, f"method {method.name!r} default: {hparam.default}")
 
 
 def _name_list(c: Checker, entry: dict, key: str, names, path: str, what: str) -> list:
