@@ -135,7 +135,7 @@ def run_task(params: dict, protocols: list[str], bn_reestimate: bool, task: tupl
     size = params["pretrain"]["image_size"]
     train, _ = _downstream(params["report"]["dataset"], size)
     if cell_text == "random":
-        encoder = _encoder(name, size, train.image_shape[0], None, seed)
+        encoder = _encoder(name, size, train.image_shape[0], None, seed, params["evaluate"].get("vit_pool"))
         return {"task": task, "seconds": 0.0, "acc": evaluate_encoder(encoder, params, protocols, seed)}
     framework, place, strategy = parse_cell(params, cell_text)
     run_seed = {CENTRAL: pretrain._central_seed, "fl": pretrain._fl_seed, "decl": pretrain._decl_seed}[framework]
@@ -144,6 +144,8 @@ def run_task(params: dict, protocols: list[str], bn_reestimate: bool, task: tupl
     seconds = time.process_time() - started
     method.load_state_dict(result.final_state)
     encoder = method.encoder
+    if params["evaluate"].get("vit_pool") and hasattr(encoder, "set_pool"):
+        encoder.set_pool(params["evaluate"]["vit_pool"])
     if bn_reestimate:
         reestimate_batchnorm(encoder, train)
     return {"task": task, "seconds": seconds, "acc": evaluate_encoder(encoder, params, protocols, seed),

@@ -136,10 +136,19 @@ def test_registry_names_match_the_validator() -> None:
     from dssl.evaluation import PROTOCOLS
     from dssl.methods import METHODS
     from dssl.models import BACKBONES
+    from dssl.models.vit import POOLS
 
     assert set(declared_methods()) == set(METHODS)
     assert sections.BACKBONE_NAMES == set(BACKBONES)
     assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
+    assert sections.VIT_POOLS == POOLS
+
+
+def test_vit_pool_is_one_of_the_vit_features(good: dict) -> None:
+    good["evaluate"]["vit_pool"] = "mean"
+    assert problems_of(good)["evaluate.vit_pool"] == "unknown value 'mean'"
+    good["evaluate"]["vit_pool"] = "avg"
+    assert "evaluate.vit_pool" not in problems_of(good)
 
 
 def test_method_declarations_read_from_source_match_the_registry() -> None:

@@ -158,6 +158,7 @@ def check_graphs(c: Checker) -> None:
 # modules (dssl.config.methods), with their hyper-parameters.
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
 PROTOCOL_NAMES = set(PROTOCOLS)
+VIT_POOLS = ("token", "avg")   # dssl.models.vit.POOLS: which features a ViT hands to evaluation
 FRAMEWORKS = ("fl", "decl", "central", "local", "random")
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
@@ -430,7 +431,9 @@ def check_evaluate(c: Checker) -> None:
     if not evaluate:
         return
     path = "evaluate"
-    c.unknown_keys(evaluate, {"datasets", "random_backbones", "protocols", *PROTOCOL_NAMES}, path)
+    c.unknown_keys(evaluate, {"datasets", "random_backbones", "protocols", "vit_pool", *PROTOCOL_NAMES}, path)
+    if "vit_pool" in evaluate:
+        c.choice(evaluate, "vit_pool", VIT_POOLS, path)
     _name_list(c, evaluate, "datasets", c.params.get("datasets") or {}, path, "datasets")
     if "random_backbones" in evaluate:
         _name_list(c, evaluate, "random_backbones", BACKBONE_NAMES, path, "backbones")

@@ -164,7 +164,8 @@ def _evaluation_inputs(*cell_inputs: str) -> Templates:
 def _evaluation_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
     def keys(params: dict) -> list[str]:
         protocols = params["evaluate"]["protocols"].get(framework, [])
-        return ["pretrain.image_size", "evaluate.datasets", f"evaluate.protocols.{framework}",
+        pool = ["evaluate.vit_pool"] if "vit_pool" in params["evaluate"] else []
+        return ["pretrain.image_size", "evaluate.datasets", f"evaluate.protocols.{framework}", *pool,
                 *(f"evaluate.{p}" for p in protocols), *extra, "seeds"]
     return keys
 
