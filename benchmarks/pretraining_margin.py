@@ -168,6 +168,7 @@ def summarise(results: list[dict], params: dict, protocols: list[str]) -> list[d
             rows.append({"model": model, "cell": cell, "protocol": protocol,
                          "random": sum(rnd.values()) / len(rnd), "pretrained": sum(pre.values()) / len(pre),
                          "diff": diff.mean, "low": diff.low, "high": diff.high,
+                         "per_seed": [pre[s] - rnd[s] for s in seeds],
                          "seconds": sum(by_task[(cell, model, s)]["seconds"] for s in seeds),
                          "loss": sum(by_task[(cell, model, s)]["final_loss"] for s in seeds) / len(seeds)})
     return rows
@@ -179,8 +180,9 @@ def print_rows(rows: list[dict]) -> None:
     print(header)
     for r in rows:
         ci = f"{100 * r['diff']:+.1f} [{100 * r['low']:+.1f}, {100 * r['high']:+.1f}]"
+        per_seed = " ".join(f"{100 * d:+.1f}" for d in r["per_seed"])
         print(f"{r['model']:<14} {r['cell']:<28} {r['protocol']:<19} {100 * r['random']:7.1f} "
-              f"{100 * r['pretrained']:7.1f} {ci:>22} {r['seconds']:8.0f} {r['loss']:7.3f}")
+              f"{100 * r['pretrained']:7.1f} {ci:>22} {r['seconds']:8.0f} {r['loss']:7.3f}  per seed: {per_seed}")
 
 
 def main() -> None:
