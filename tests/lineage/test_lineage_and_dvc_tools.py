@@ -188,7 +188,8 @@ def test_dvc_plots_show_renders_table1_and_the_figures(project: Path, tmp_path: 
     assert table1["type"] == "vega"
     values = table1["content"]["data"]["values"]
     assert {v["row"] for v in values} == {"SimSiam + CNN", "MAE + ViT"}
-    assert plots["data"]["reports/sections/fig2a.png"][0]["type"] == "image"
+    for figure in ("fig2a", "claims", "table1", "fig3"):   # the report's figures folder is a DVC plot
+        assert plots["data"][f"reports/figures/report/{figure}.png"][0]["type"] == "image"
     (fig2a,) = plots["data"]["fig2a"]
     assert {v["graph"] for v in fig2a["content"]["data"]["values"]} == {"uniform-3", "general-3", "general-3-plus2",
                                                                          "complete"}

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from dssl.config.params import read_params, validate
-from dssl.config.grids import grid_cells, local_cells, weight_distance_cells
+from dssl.config.grids import feature_cells, grid_cells, local_cells, weight_distance_cells
 from dssl.pipeline.dag import dvc_stages, snakemake_stages
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +32,7 @@ def expected_stage_count(params: dict) -> int:
         "random": len(evaluate["random_backbones"]),
     }
     training = cells["fl"] + cells["decl"] + cells["central"] + cells["local"] + len(weight_distance_cells(params))
+    training += len(feature_cells(params))   # paper A's Fig. 3 (features stages)
     evaluations = sum(n for framework, n in cells.items() if evaluate["protocols"].get(framework))
     # one stage per dataset and improved graph, one for all partitions and one for all graphs (if any)
     foundation = len(params["datasets"]) + len(params.get("improved_graphs") or {}) + 1 + bool(params["graphs"])
@@ -51,7 +52,7 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     _with_dataset_folders(root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 139
+    assert len(dvc) == expected_stage_count(params) == 142
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert "pretrain_fl@mae-vit-fl-label-fedavg" in names

@@ -100,6 +100,34 @@ def check_results_and_table(root: Path, params: dict) -> None:
     assert all(abs(r["test_acc"] - sum(r["clients"].values()) / 2) < 1e-9 for r in local)
 
 
+def check_report_pages(root: Path, params: dict) -> None:
+    """The report opens with what ran and the claims figure; Fig. 3 comes from the features stages; the
+    HTML page holds every figure inline and, where Chromium is installed, loads with every image decoded."""
+    import re
+
+    import pandas as pd
+    from browser import broken_links, chromium, page_facts
+
+    report = (root / "reports/README.md").read_text()
+    head = report[:report.index("\n## ", report.index("## Summary") + 1)]
+    assert "**What ran:** profile **ci**" in head and " stages, " in head and "](figures/report/claims.png)" in head
+    figures = {p.name for p in (root / "reports/figures/report").glob("*.png")}
+    assert {"claims.png", "pretraining_gain.png", "table1.png", "fig2a.png", "fig3.png"} <= figures
+    features = root / "reports/features/simsiam-cnn/fl-label/fedavg"
+    embedding, record = pd.read_csv(features / "embedding.csv"), json.loads((features / "features.json").read_text())
+    clients = params["features"]["clients"]
+    assert set(embedding["model"]) == {*(f"local {c + 1}" for c in clients), "global"}
+    assert embedding.groupby("model").size().tolist() == [record["images"]] * (len(clients) + 1)
+    assert abs(record["images"] - params["features"]["images"]) <= 10   # a class-stratified subset
+    page = root / "reports/README.html"
+    sources = re.findall(r'<img src="([^"]*)"', page.read_text())
+    assert len(sources) >= len(figures) and all(src.startswith("data:image/png;base64,") for src in sources)
+    if chromium() is not None:
+        facts = page_facts(page)
+        assert all(image["decoded"] and image["width"] > 0 for image in facts["images"])
+        assert broken_links(page, facts) == []
+
+
 def test_dvc_then_snakemake(tmp_path: Path) -> None:
     dvc_root = tmp_path / "dvc"
     snake_root = tmp_path / "snake"
@@ -122,6 +150,7 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     report = (dvc_root / "reports/README.md").read_text()
     assert "Per claim, from which d on it holds" in report
     check_results_and_table(dvc_root, params)
+    check_report_pages(dvc_root, params)
 
     # 2. a second repro does nothing
     again = run(["dvc", "repro"], dvc_root)
@@ -143,7 +172,8 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     edited = yaml.safe_load((dvc_root / "params.yaml").read_text())
     edited["partitions"]["decl-label"]["alpha"] = 0.5
     (dvc_root / "params.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
-    assert dvc_status(dvc_root) == {"partitions"}  # DVC reports the first changed stage
+    # DVC reports the first changed stage, and the report, which prints the partitions' settings
+    assert dvc_status(dvc_root) == {"partitions", "report"}
     before = (dvc_root / "data/partitions/decl-label/partition.json").read_bytes()
     rerun = run(["dvc", "repro"], dvc_root)
     # a stage of a kind file runs as 'pipelines/<kind>/dvc.yaml:<stage>'

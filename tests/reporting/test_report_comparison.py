@@ -202,4 +202,4 @@ def test_fedema_against_stand_alone_clients_with_the_central_model_as_a_referenc
     assert means["Stand-alone"] == pytest.approx(60.0) and means["Centralised BYOL"] == pytest.approx(95.0)
     assert "Reference rows, not part of the claim: Centralised BYOL" in out.markdown
     assert "Paper-scale only (not run in this profile): FedEMA with a constant lambda" in out.markdown
-    assert "each client of fl-2class trained alone" in out.markdown
+    assert "| Stand-alone | non_iid | local/byol-cnn/fl-2class |" in out.markdown   # the complete cell

@@ -130,12 +130,13 @@ def test_write_report_numbers_match_the_csvs(tmp_path):
     assert set(claims["verdict"]) <= {"supported", "contradicted", "inconclusive", "untestable"}
     for claim in claims.itertuples():
         assert f"**{claim.verdict}**" in readme
-    assert "The theory text." in readme and (tmp_path / "out" / "sections" / "fig2a.png").stat().st_size > 0
-    assert readme.index("## Claims at a glance") < readme.index("## Table 1")
-    assert set(written) >= {"readme", "claims.csv", "table1.csv", "fig2a.csv", "pretraining_gain.csv", "fig2a.png"}
+    assert "The theory text." in readme and (tmp_path / "out" / "figures" / "report" / "fig2a.png").stat().st_size > 0
+    assert readme.index("## Summary") < readme.index("## Claims at a glance") < readme.index("## Table 1")
+    assert set(written) >= {"readme", "html", "claims.csv", "table1.csv", "fig2a.csv", "pretraining_gain.csv",
+                            "fig2a.png", "table1.png", "pretraining_gain.png", "claims.png"}
 
 
-def test_readme_sync_copies_the_claims_and_table1_from_the_report(tmp_path):
+def test_readme_sync_copies_the_summary_and_the_verdicts_per_claim_from_the_report(tmp_path):
     from dssl.reporting.readme import BLOCK_END, BLOCK_START, sync_readme
 
     write_results(tmp_path / "results", table1_records(iid=0.90, label=0.85))
@@ -147,9 +148,10 @@ def test_readme_sync_copies_the_claims_and_table1_from_the_report(tmp_path):
     assert "old numbers" in readme.read_text()                    # --check changes nothing
     assert sync_readme(readme, tmp_path / "reports" / "README.md")
     text = readme.read_text()
-    assert "old numbers" not in text and "### Claims at a glance" in text and "### Table 1" in text
-    assert "### Does SSL pretraining" not in text and text.endswith("## Next\n")
-    assert "](reports/sections/table1.csv)" in text
+    assert "old numbers" not in text and "### Summary" in text and "### Verdicts per claim" in text
+    assert "**What ran:** profile **embedded**" in text and "claims of the papers checked:" in text
+    assert "### Table 1" not in text and "### Does SSL pretraining" not in text and text.endswith("## Next\n")
+    assert "![" not in text   # figures exist only after a run: the README links, the report shows them
     assert not sync_readme(readme, tmp_path / "reports" / "README.md")   # idempotent
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="needs exactly one block"):

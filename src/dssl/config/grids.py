@@ -21,11 +21,23 @@ def _grid_cells(grid: dict, place: str) -> Iterator[Cell]:
                 yield model, where, strategy
 
 
-def weight_distance_cells(params: dict) -> list[Cell]:
-    """(model, partition, strategy) of every FL cell paper A's Table 5 measures (``weight_distance.grids``)."""
-    grids = (params.get("weight_distance") or {}).get("grids") or {}
+def local_vs_global_cells(params: dict, section: str) -> list[Cell]:
+    """(model, partition, strategy) of every FL cell a section comparing stand-alone clients with the FL
+    cell's global model names in its ``grids`` (``weight_distance``: paper A's Table 5; ``features``: its
+    Fig. 3), each once."""
+    grids = (params.get(section) or {}).get("grids") or {}
     cells = (cell for grid in grids.values() for cell in _grid_cells(grid or {}, PLACES["fl"]))
     return list(dict.fromkeys(cells))
+
+
+def weight_distance_cells(params: dict) -> list[Cell]:
+    """(model, partition, strategy) of every FL cell paper A's Table 5 measures (``weight_distance.grids``)."""
+    return local_vs_global_cells(params, "weight_distance")
+
+
+def feature_cells(params: dict) -> list[Cell]:
+    """(model, partition, strategy) of every FL cell paper A's Fig. 3 embeds (``features.grids``)."""
+    return local_vs_global_cells(params, "features")
 
 
 def local_cells(params: dict) -> list[tuple[str, str]]:

@@ -532,13 +532,39 @@ def check_theory(c: Checker) -> None:
 @section_validator
 def check_weight_distance(c: Checker) -> None:
     """Paper A's Table 5: grids of existing FL cells whose stand-alone cells train ``clients``."""
-    from dssl.config.grids import grid_cells, local_cells, weight_distance_cells
-
     section = c.section("weight_distance", required=False)
+    if section:
+        c.unknown_keys(section, {"clients", "grids"}, "weight_distance")
+        _check_local_and_global(c, "weight_distance", "Table 5")
+
+
+@section_validator
+def check_features(c: Checker) -> None:
+    """Paper A's Fig. 3: test features of stand-alone clients and FL cells, of one seed of ``seeds``."""
+    section = c.section("features", required=False)
     if not section:
         return
-    path = "weight_distance"
-    c.unknown_keys(section, {"clients", "grids"}, path)
+    path = "features"
+    c.unknown_keys(section, {"dataset", "images", "seed", "clients", "grids"}, path)
+    datasets = c.params.get("datasets") or {}
+    if section.get("dataset") not in datasets:
+        c.add(f"{path}.dataset", f"{section.get('dataset')!r} is not defined in 'datasets'",
+              f"the dataset whose test split is embedded, one of: {', '.join(sorted(datasets)) or '(none defined)'}")
+    c.number(section, "images", path, integer=True, low=10, required=False,
+             hint="how many test images (a class-stratified subset) each panel embeds")
+    seeds = c.params.get("seeds") or []
+    if section.get("seed") not in seeds:
+        c.add(f"{path}.seed", f"{section.get('seed')!r} is not one of seeds {seeds}",
+              "the figure shows the models of one seed the pretraining stages train")
+    _check_local_and_global(c, path, "Fig. 3")
+
+
+def _check_local_and_global(c: Checker, path: str, table: str) -> None:
+    """A section comparing stand-alone clients with FL cells: ``clients`` and ``grids`` of existing FL
+    cells whose stand-alone cells train those clients."""
+    from dssl.config.grids import grid_cells, local_cells, local_vs_global_cells
+
+    section = c.params[path]
     clients = section.get("clients")
     if not isinstance(clients, list) or len(clients) < 2 or not all(_is_index(x) for x in clients):
         c.add(f"{path}.clients", "must be a list of at least two client indices (integers >= 0)",
@@ -554,13 +580,13 @@ def check_weight_distance(c: Checker) -> None:
         c.unknown_keys(grid, {"models", "partitions", "strategies"}, where)
         for key in ("models", "partitions", "strategies"):
             _name_list(c, grid, key, c.params.get(key) or {}, where, key)
-    for model, partition, strategy in weight_distance_cells(c.params):
+    for model, partition, strategy in local_vs_global_cells(c.params, path):
         if (model, partition, strategy) not in fl_cells:
             c.add(path, f"cell {model} / {partition} / {strategy} is not an FL cell of pretrain.fl.grids",
-                  "Table 5 compares local models with an FL cell's global model: add the cell to an FL grid")
+                  f"{table} compares local models with an FL cell's global model: add the cell to an FL grid")
         if (model, partition) not in stand_alone:
-            c.add("pretrain.local.grids", f"{model} / {partition} has no stand-alone cell", "Table 5's local models are "
-                  f"pretrain_local@{model}-{partition}'s: add {model} and {partition} to a pretrain.local grid")
+            c.add("pretrain.local.grids", f"{model} / {partition} has no stand-alone cell", f"{table}'s local models "
+                  f"are pretrain_local@{model}-{partition}'s: add {model} and {partition} to a pretrain.local grid")
         count = (partitions.get(partition) or {}).get("clients")
         if isinstance(count, int) and any(x >= count for x in clients):
             c.add(f"{path}.clients", f"{clients} names a client beyond the {count} clients of partition {partition!r}")
@@ -584,7 +610,7 @@ def _is_index(value: object) -> bool:
 
 
 KNOWN_SECTIONS = {"profile", "seeds", "datasets", "partitions", "graphs", "improved_graphs", "models", "strategies",
-                  "pretrain", "evaluate", "report", "theory", "weight_distance"}
+                  "pretrain", "evaluate", "report", "theory", "weight_distance", "features"}
 
 
 @section_validator

@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from dssl.config.grids import grid_cells, local_cells, weight_distance_cells
+from dssl.config.grids import feature_cells, grid_cells, local_cells, weight_distance_cells
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 
 Fields = dict[str, str]
@@ -136,6 +136,11 @@ def _weight_distance_cells(params: dict) -> list[Fields]:
             for m, p, s in weight_distance_cells(params)]
 
 
+def _feature_cells(params: dict) -> list[Fields]:
+    return [{"model": m, "partition": p, "strategy": s, "dataset": params["features"]["dataset"]}
+            for m, p, s in feature_cells(params)]
+
+
 def _local_cells(params: dict) -> list[Fields]:
     return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"], "family": _family(params, m)}
             for m, p in local_cells(params)]
@@ -202,21 +207,36 @@ def _code_outputs(params: dict) -> list[str]:
     return [manifest_path(kind.name) for kind in KINDS if kind.name != "code" and kind.grid(params)]
 
 
+REPORT_READS = ("evaluate_", "weight_distance", "features")   # kinds whose outputs the report's sections read
+
+
 def _report_inputs(params: dict) -> list[str]:
-    """Every evaluation result folder, every weight-distance folder (Table 5), and the theory summary
-    when the theory stage runs."""
-    evaluations = [kind for kind in KINDS if kind.name.startswith("evaluate_") or kind.name == "weight_distance"]
-    results = [out.rstrip("/").format(**fields) for kind in evaluations
+    """Every evaluation result folder, every weight-distance (Table 5) and features (Fig. 3) folder, the
+    partition heatmaps and graph drawings the report shows, and the theory summary when the theory stage
+    runs."""
+    read = [kind for kind in KINDS if kind.name.startswith(REPORT_READS)]
+    results = [out.rstrip("/").format(**fields) for kind in read
                for fields in kind.grid(params) for out in kind.outputs(params)]
-    return results + (["reports/theory"] if params.get("theory") else [])
+    drawings = [plot.format(**fields) for kind in KINDS if kind.name in ("partitions", "graphs", "graph_improve")
+                for fields in kind.grid(params) for plot in kind.plots(params)]
+    return results + drawings + (["reports/theory"] if params.get("theory") else [])
+
+
+def _report_params(params: dict) -> list[str]:
+    """What the report prints of params.yaml: its sections' options and the settings list."""
+    listed = ("partitions", "graphs", "improved_graphs", "weight_distance", "features")
+    return ["profile", "report", "pretrain", "strategies", "evaluate.datasets", "evaluate.protocols", "models", "seeds",
+            *(key for key in listed if params.get(key))]
 
 
 def _report_outputs(params: dict) -> list[str]:
-    return ["reports/README.md", f"{REPORT_SECTIONS}/"]
+    return ["reports/README.md", "reports/README.html", f"{REPORT_SECTIONS}/", f"{REPORT_FIGURES}/"]
 
 
 # The report's section folder (reporting.sections.FOLDER); a table's CSV is <folder>/<section>.csv.
 REPORT_SECTIONS = "reports/sections"
+# The report's figures (reporting.sections.FIGURES): one folder, declared as DVC plots.
+REPORT_FIGURES = "reports/figures/report"
 TABLE1_CSV = f"{REPORT_SECTIONS}/table1.csv"
 # A DVC plot template kept in the repository (.dvc/plots/<name>.json): Table 1 as grouped bars.
 TABLE1_TEMPLATE = "table1"
@@ -234,7 +254,6 @@ def plot_definitions(params: dict) -> list[dict]:
         plots.append({"fig2a": {"x": "connectivity", "y": {f"{REPORT_SECTIONS}/fig2a.csv": "mean"},
                                 "title": "Fig. 2a: DecL accuracy (%) against |A|", "x_label": "|A|",
                                 "y_label": "accuracy (%)"}})
-        plots.append({f"{REPORT_SECTIONS}/fig2a.png": {}})
     return plots
 
 
@@ -292,6 +311,12 @@ KINDS: tuple[StageKind, ...] = (
               grid=_weight_distance_cells, params=_const("weight_distance.clients", "seeds"),
               inputs=_const("models/local/{model}/{partition}", "models/fl/{model}/{partition}/{strategy}"),
               outputs=_const("reports/distances/{model}/{partition}/{strategy}/")),
+    StageKind("features", "features:run", ("model", "partition", "strategy"),
+              "Paper A's Fig. 3: test features of stand-alone clients and an FL cell's global model, one seed.",
+              grid=_feature_cells, params=_const("features", "pretrain.image_size", "models.{model}"),
+              inputs=_const("data/prepared/{dataset}", "models/local/{model}/{partition}",
+                            "models/fl/{model}/{partition}/{strategy}"),
+              outputs=_const("reports/features/{model}/{partition}/{strategy}/")),
     StageKind("evaluate_fl", "evaluate:run_fl", ("model", "partition", "strategy"),
               "Evaluate an FL cell: every downstream dataset, protocol and seed.",
               grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl", ("strategies.{strategy}",)),
@@ -320,10 +345,11 @@ KINDS: tuple[StageKind, ...] = (
               grid=_evaluated("random", lambda p: [{"backbone": b} for b in p["evaluate"].get("random_backbones", [])]),
               params=_evaluation_params("random"), inputs=_evaluation_inputs(),
               outputs=_results("random", "{backbone}"), metrics=_results("random", "{backbone}"), training=True),
-    StageKind("report", "report:run", (), "Tables, figures and reports/README.md from the evaluation results.",
+    StageKind("report", "report:run", (),
+              "Tables, figures, reports/README.md and README.html from the evaluation results.",
               grid=_single("report"),
-              params=_const("profile", "report", "pretrain", "strategies", "evaluate.protocols", "models", "seeds"),
-              inputs=_report_inputs, outputs=_report_outputs),
+              params=_report_params,
+              inputs=_report_inputs, outputs=_report_outputs, plots=_const(f"{REPORT_FIGURES}/")),
 )
 KINDS_BY_NAME = {kind.name: kind for kind in KINDS}
 

@@ -66,6 +66,15 @@ def distances_dir(cell: str) -> Path:
     return DISTANCES / cell
 
 
+FEATURES = REPORTS / "features"
+
+
+def features_dir(cell: str) -> Path:
+    """Paper A's Fig. 3 data of one FL cell (``<model>/<partition>/<strategy>``): test features and their
+    2-D embedding of its stand-alone clients and global model."""
+    return FEATURES / cell
+
+
 def metrics_dir(framework: str, cell: str) -> Path:
     """All evaluation results of one pretrained cell (or random-init backbone), every seed."""
     return METRICS / framework / cell

@@ -1,14 +1,17 @@
 """Stage ``report``: the sections ``report.sections`` lists (paper tables and figures, the pretraining
-gain over random init, the theory summary), beside the papers' numbers, in ``reports/``."""
+gain over random init, the theory summary), beside the papers' numbers, in ``reports/``: README.md, its
+HTML rendering README.html (figures inlined), the sections' CSVs and the figures (DVC plots)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
+from typing import Any
 
 from dssl.pipeline.common import Stage, atomic_dir
-from dssl.pipeline.layout import DISTANCES, METRICS
+from dssl.pipeline.layout import DISTANCES, FEATURES, METRICS, graph_figure, partition_figure
 
 REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
@@ -20,62 +23,151 @@ def strategy_text(spec: dict) -> str:
     return f"{spec['name']} ({options})" if options else spec["name"]
 
 
-def settings(params: dict) -> dict[str, object]:
-    """The settings a reader needs to interpret the numbers, as params.yaml states them."""
-    from dssl.config.grids import grid_cells
+def _schedule(train: dict) -> str:
+    """A training schedule as params.yaml states it: "20 rounds x 1 local epochs, 5 clients per round, batch 32"."""
+    parts = []
+    if "rounds" in train:
+        parts.append(f"{train['rounds']} rounds x {train.get('local_epochs', 1)} local epochs")
+    if "epochs" in train:
+        parts.append(f"{train['epochs']} epochs")
+    if "clients_per_round" in train:
+        parts.append(f"{train['clients_per_round']} clients per round")
+    if "batch_size" in train:
+        parts.append(f"batch {train['batch_size']}")
+    return ", ".join(parts)
 
-    pretrain, partitions, graphs = params["pretrain"], params["partitions"], params.get("graphs") or {}
-    fl, decl, central = pretrain["fl"], pretrain["decl"], pretrain["central"]
-    fl_cells, decl_cells = grid_cells(params, "fl"), grid_cells(params, "decl")
-    fl_partitions = sorted({p for _, p, _ in fl_cells})
-    decl_partitions = sorted({(graphs.get(g) or {}).get("partition") or g for _, g, _ in decl_cells})
-    models = params["models"]
-    local = pretrain.get("local") or {}
+
+def _grid_lines(framework: str, grids: dict, place: str) -> list[str]:
+    lines = []
+    for name, grid in (grids or {}).items():
+        axes = [grid.get("models") or [], grid.get(place) or [], *([grid.get("strategies")] if "strategies" in grid else [])]
+        count = 1
+        for axis in axes:
+            count *= len(axis)
+        lines.append(f"`{framework}.{name}`: " + " x ".join(", ".join(map(str, axis)) for axis in axes)
+                     + f" ({count} cell{'s' * (count != 1)})")
+    return lines
+
+
+def _partition_text(spec: dict) -> str:
+    options = ", ".join(f"{k} {v}" for k, v in spec.items() if k not in ("dataset", "scheme", "clients", "seed"))
+    return (f"{spec['scheme']} split of {spec['dataset']} over {spec['clients']} clients"
+            + (f", {options}" if options else "") + f" (seed {spec.get('seed', 0)})")
+
+
+def _graph_text(spec: dict) -> str:
+    connectivity = f", |A| = {spec['connectivity']}" if "connectivity" in spec else ""
+    return f"{spec['topology']} graph over the clients of {spec['partition']}{connectivity} (seed {spec.get('seed', 0)})"
+
+
+def _improved_text(spec: dict) -> str:
+    return f"{spec['base']} plus {spec['edges']} edges chosen by {spec['criterion']} (seed {spec.get('seed', 0)})"
+
+
+def settings(params: dict) -> dict[str, Any]:
+    """The settings a reader needs to interpret the numbers, as params.yaml states them: a heading per kind
+    of setting, one line per model, strategy, partition, graph and grid."""
+    pretrain, evaluate = params["pretrain"], params["evaluate"]
+    frameworks = {"fl": "FL", "decl": "DecL", "central": "central", "local": "stand-alone (local)"}
+    training = [f"pretraining dataset `{pretrain['dataset']}` at {pretrain['image_size']} px"]
+    training += [f"{label}: {_schedule((pretrain.get(fw) or {}).get('train') or {})}"
+                 for fw, label in frameworks.items() if (pretrain.get(fw) or {}).get("train")]
+    if (pretrain.get("local") or {}).get("clients"):
+        training.append("stand-alone clients: " + "; ".join(
+            f"{p}: {', '.join(map(str, c))}" for p, c in pretrain["local"]["clients"].items()))
+    evaluation = [f"downstream datasets: {', '.join(evaluate['datasets'])}"]
+    evaluation += [f"{fw}: {', '.join(protocols)}" for fw, protocols in evaluate["protocols"].items()]
+    grids = [line for fw, place in (("fl", "partitions"), ("decl", "graphs"), ("local", "partitions"))
+             for line in _grid_lines(fw, (pretrain.get(fw) or {}).get("grids"), place)]
+    for section in ("weight_distance", "features"):
+        grids += _grid_lines(section, (params.get(section) or {}).get("grids"), "partitions")
     return {
-        "pretraining dataset": pretrain["dataset"],
-        "image size (px)": pretrain["image_size"],
-        "FL clients": sorted({partitions[p]["clients"] for p in fl_partitions}),
-        "FL clients per round": fl["train"]["clients_per_round"],
-        "FL rounds x local epochs": f"{fl['train']['rounds']} x {fl['train']['local_epochs']}",
-        "label non-IID": ", ".join(f"{p}: {partitions[p]['scheme']} alpha={partitions[p].get('alpha')}"
-                                   for p in fl_partitions if "alpha" in partitions[p]),
-        "DecL clients": sorted({partitions[p]["clients"] for p in decl_partitions if p in partitions}),
-        "DecL rounds x local epochs": f"{decl['train']['rounds']} x {decl['train']['local_epochs']}",
-        "strategies": "; ".join(f"{name} = {strategy_text(spec)}" for name, spec in params["strategies"].items()),
-        "grids": ", ".join(f"{fw}.{g}" for fw in ("fl", "decl", "local")
-                           for g in (pretrain.get(fw) or {}).get("grids", {})),
-        "central epochs": central["train"]["epochs"],
-        **({"stand-alone (local) epochs": local["train"]["epochs"]} if local else {}),
-        "models": ", ".join(f"{m} = {models[m]['method']} on {models[m]['backbone']}" for m in models),
-        "evaluation protocols": ", ".join(f"{k}: {'/'.join(v)}" for k, v in params["evaluate"]["protocols"].items()),
-        "seeds": params["seeds"],
+        "Seeds": ", ".join(str(s) for s in params["seeds"]),
+        "Training": training,
+        "Evaluation protocols per framework": evaluation,
+        "Models": [f"`{name}`: {spec['method']} on {spec['backbone']}"
+                   + (f" ({', '.join(f'{k}={v}' for k, v in spec['hparams'].items())})" if spec.get("hparams") else "")
+                   for name, spec in params["models"].items()],
+        "Strategies": [f"`{name}`: {strategy_text(spec)}" for name, spec in params["strategies"].items()],
+        "Partitions": [f"`{name}`: {_partition_text(spec)}" for name, spec in params["partitions"].items()],
+        "Graphs": [f"`{name}`: {_graph_text(spec)}" for name, spec in (params.get("graphs") or {}).items()]
+                  + [f"`{name}`: {_improved_text(spec)}" for name, spec in (params.get("improved_graphs") or {}).items()],
+        "Grids (cells = models x partitions or graphs x strategies)": grids,
     }
+
+
+def data_figures(params: dict) -> dict[str, dict[str, tuple[str, str]]]:
+    """The partitions' heatmaps and the graphs' drawings (drawn by their stages): kind -> name -> (path
+    relative to reports/, caption)."""
+    def relative(path: Path) -> str:
+        return path.relative_to(REPORTS).as_posix()
+
+    figures = {"partitions": {name: (relative(partition_figure(name)), _partition_text(spec))
+                              for name, spec in params["partitions"].items()},
+               "graphs": {name: (relative(graph_figure(name)), _graph_text(spec))
+                          for name, spec in (params.get("graphs") or {}).items()}}
+    figures["graphs"].update({name: (relative(graph_figure(name)), _improved_text(spec))
+                              for name, spec in (params.get("improved_graphs") or {}).items()})
+    return {kind: entries for kind, entries in figures.items() if entries}
+
+
+def run_summary(root: Path, params: dict, profile: str) -> dict[str, Any]:
+    """What ran, from the tracking store: the stages of this DAG that logged a run, the summed time inside
+    them (their latest runs' ``stage_seconds``) and the time from the earliest of those runs' start to now
+    (the report runs last), the latter only when the runs are one session (at most twice the summed stage
+    time plus 5 minutes: a stage re-run days later would make it meaningless). Without runs of the profile
+    in the store only the pretraining data is known."""
+    from dssl.pipeline.catalogue import instances
+    from dssl.tracking import stage_runs
+
+    pretraining = f"{params['pretrain']['dataset']} at {params['pretrain']['image_size']} px"
+    runs = stage_runs(root, profile)
+    names = {stage.name for stage in instances(params)} - {"report"}
+    if runs.empty or "metrics.stage_seconds" not in runs:
+        return {"pretraining": pretraining}
+    runs = runs[runs["stage"].isin(names)]
+    if runs.empty:
+        return {"pretraining": pretraining}
+    latest = runs.sort_values("start_time").groupby("stage").tail(1)
+    first_start = runs[runs["stage"].isin(latest["stage"])].groupby("stage")["start_time"].min()
+    # a stage's seeds log one run each; the earliest start of the latest execution bounds the run
+    inside = float(latest["metrics.stage_seconds"].sum())
+    wall = max(0.0, time.time() - float(first_start.min()) / 1000.0)
+    return {"pretraining": pretraining, "stages": len(latest), "stage_seconds": inside,
+            "wall_seconds": wall if wall <= 2 * inside + 300 else None}
 
 
 def run(params_path: Path | str) -> Path:
     stage = Stage("report", "", params_path)
     params = stage.params
     from dssl.reporting.readme import write_report
-    from dssl.reporting.sections import FOLDER, check_sections_or_raise
+    from dssl.reporting.sections import FIGURES, FOLDER, check_sections_or_raise
 
     check_sections_or_raise(params, str(params_path))
     theory = THEORY_SUMMARY.read_text() if THEORY_SUMMARY.exists() else None
     report = params.get("report") or {}
-    sections = report.get("sections") or DEFAULT_SECTIONS
+    sections = report.get("sections") or {}
     context = {
         "profile": stage.profile,
         "dataset": report.get("dataset", params["evaluate"]["datasets"][0]),
         "settings": settings(params),
         "theory": theory,
         "weight_distances": DISTANCES,   # every weight_distance output (Table 5)
+        "features": FEATURES,            # every features output (Fig. 3)
+        "data_figures": data_figures(params),
+        "run": run_summary(stage.root, params, stage.profile),
+        "assets": [REPORTS],             # the partitions' and graphs' drawings, the theory figures
     }
     # Build everything in a scratch folder first: a failure leaves the previous report intact.
     build = REPORTS / ".report-build"
     with atomic_dir(build) as tmp:
         written = [Path(p).relative_to(tmp) for p in write_report(METRICS, tmp, sections, context).values()]
-    shutil.rmtree(REPORTS / FOLDER, ignore_errors=True)   # no stale section files survive
-    os.replace(build / FOLDER, REPORTS / FOLDER)
-    os.replace(build / "README.md", REPORTS / "README.md")
+    for folder in (FOLDER, FIGURES):   # no stale section or figure file survives
+        shutil.rmtree(REPORTS / folder, ignore_errors=True)
+        (REPORTS / folder).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(build / folder, REPORTS / folder)
+    for page in ("README.md", "README.html"):
+        os.replace(build / page, REPORTS / page)
     shutil.rmtree(build, ignore_errors=True)
     artifacts = [REPORTS / name for name in written]
     stage.log({"report": report, "profile": stage.profile}, {}, artifacts=artifacts, inputs=[METRICS])

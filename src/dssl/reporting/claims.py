@@ -18,6 +18,7 @@ from dssl.reporting.results import accuracy_by_seed
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED, Interval, paired_difference, verdict
 
 UNTESTABLE = "untestable"
+UNTESTABLE_PREFIX = "untestable at this scale: "
 ALL_VERDICTS = (SUPPORTED, CONTRADICTED, INCONCLUSIVE, UNTESTABLE)
 RANDOM = "random"   # the evaluate framework of randomly initialised backbones
 
@@ -29,6 +30,8 @@ class Finding:
     ``difference`` is the paired per-seed difference the verdict rests on, in the direction ``detail``
     names; None for untestable claims, whose ``detail`` says why. ``unit``: "pp" for accuracies (the
     difference is a fraction, printed x 100), any other unit is printed as measured (Table 5's distances).
+    ``cells``: the complete names of the compared cells (``tables.compared_cells``); ``expected_sign``:
+    the sign of ``difference`` the paper predicts (+1 unless ``detail``'s direction is the opposite).
     """
 
     section: str
@@ -38,6 +41,8 @@ class Finding:
     difference: Interval | None
     detail: str
     unit: str = "pp"
+    cells: str = ""
+    expected_sign: int = +1
 
     @property
     def scale(self) -> float:
@@ -51,6 +56,22 @@ class Finding:
         if not d.defined:
             return f"{self.detail}: {k * d.mean:+.2f} {self.unit} (one seed, no interval)"
         return f"{self.detail}: {k * d.mean:+.2f} [{k * d.low:+.2f}, {k * d.high:+.2f}] {self.unit}"
+
+
+    def line(self, with_claim: bool = False) -> str:
+        """One Markdown bullet: the subject, its complete cells, the verdict and the evidence."""
+        claim = f"{self.claim.split(' (')[0]} — " if with_claim else ""
+        cells = f" ({self.cells})" if self.cells else ""
+        return f"- {claim}{self.subject}{cells}: **{self.verdict}** — {self.evidence()}"
+
+    def oriented(self) -> tuple[float, float, float] | None:
+        """(difference, low, high) in the finding's unit, signed so that > 0 is the paper's direction;
+        None for an untestable claim (the interval is nan with one seed)."""
+        if self.difference is None:
+            return None
+        d, k = self.difference, self.scale * self.expected_sign
+        low, high = sorted((k * d.low, k * d.high))
+        return k * d.mean, low, high
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, expected_sign: int) -> tuple[Interval, str]:
@@ -118,7 +139,15 @@ class PretrainingGate:
                    if not (result := self.check(cell)).passed]
         if not failing:
             return None
-        return "untestable at this scale: " + "; ".join(failing)
+        return UNTESTABLE_PREFIX + "; ".join(failing)
+
+
+def gate_failures(detail: str) -> list[str]:
+    """The labels of the cells an untestable finding's ``detail`` (``PretrainingGate.untestable``) names as
+    not beating random init; empty when the detail has another form."""
+    if not detail.startswith(UNTESTABLE_PREFIX):
+        return []
+    return [part.split(": ", 1)[0] for part in detail[len(UNTESTABLE_PREFIX):].split("; ")]
 
 
 def _interval_words(diff: Interval) -> str:

@@ -1,8 +1,11 @@
-"""reports/README.md: every registered section the params list, each with its CSV, figures and claims.
+"""reports/README.md (and README.html): every registered section the params list, each with its CSV,
+figures and claims.
 
-The README opens with the build's settings and a summary of every checked claim (verdict and paired
-evidence), then the sections in the order ``report.sections`` lists them. Each section's data is also
-written as ``<section>.csv``, so every printed number can be traced to its cells and MLflow runs.
+The report opens with what ran (profile, datasets, seeds, run time, hardware), the verdict counts and
+the claims overview figure (every checked claim's paired difference with its interval, coloured by
+verdict), then the verdicts per claim, the settings as a list and one row per checked claim, then the
+sections in the order ``report.sections`` lists them. Each section's data is also written as
+``<section>.csv``, so every printed number can be traced to its cells and MLflow runs.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from dssl.reporting.claims import ALL_VERDICTS, Finding
+from dssl.reporting.claims import ALL_VERDICTS, UNTESTABLE, Finding, gate_failures
 from dssl.reporting.results import load_results, load_weight_distances
-from dssl.reporting.sections import FOLDER, ReportContext, SectionOutput, create_section
+from dssl.reporting.sections import FIGURES, FOLDER, ReportContext, SectionOutput, create_section
 from dssl.reporting.tables import dataset_name, load_paper_numbers, markdown_table
 
+TITLE = "# Distributed SSL under non-IID data: the papers' tables and figures at this build's scale"
 SCALE_NOTE = (
     "> **Scale.** These are small-scale runs: another dataset, fewer clients and rounds and smaller "
     "backbones than the papers. Their absolute accuracies are not comparable to the papers'; what can be "
@@ -31,8 +35,14 @@ PAPER_SCALE_NOTE = (
     "papers' only where the datasets, backbones and settings above match them. Verdicts are computed "
     "from paired per-seed differences and their 95 % Student-t intervals, as in the small-scale build."
 )
+SUMMARY_TITLE = "## Summary"
+VERDICTS_TITLE = "## Verdicts per claim"
+CONTENTS_TITLE = "## Contents"
+SETTINGS_TITLE = "## Settings"
 CLAIMS_TITLE = "## Claims at a glance"
 PRECONDITION = "pretraining_gain"
+CLAIMS_FIGURE = "claims.png"
+FOREST_X_LABEL = "paired difference ({unit}), signed so that > 0 is the paper's direction; bar: 95 % interval over seeds"
 
 
 def build_sections(ctx: ReportContext, sections: Mapping[str, Mapping[str, Any] | None]) -> list[SectionOutput]:
@@ -40,74 +50,199 @@ def build_sections(ctx: ReportContext, sections: Mapping[str, Mapping[str, Any] 
     return [create_section(name, options).render(ctx) for name, options in sections.items()]
 
 
+def checked_claims(findings: list[Finding]) -> list[Finding]:
+    """The papers' claims (the pretraining gain, the precondition of every claim, is counted apart)."""
+    return [f for f in findings if f.section != PRECONDITION]
+
+
 def render_readme(ctx: ReportContext, outputs: list[SectionOutput]) -> str:
     """The text of reports/README.md from rendered sections."""
-    parts = [_header(ctx), claims_summary([f for out in outputs for f in out.findings])]
+    findings = [f for out in outputs for f in out.findings]
+    parts = [TITLE, summary(ctx, findings), verdicts_per_claim(findings), contents(outputs),
+             settings_list(ctx.settings), claims_summary(findings)]
     parts += [out.markdown for out in outputs]
-    return "\n\n".join(parts).rstrip() + "\n"
+    return "\n\n".join(p for p in parts if p).rstrip() + "\n"
+
+
+def summary(ctx: ReportContext, findings: list[Finding]) -> str:
+    """What ran, the verdict counts and the claims overview figure: the report's first screen."""
+    claims, preconditions = checked_claims(findings), [f for f in findings if f.section == PRECONDITION]
+    lines = [SUMMARY_TITLE, what_ran(ctx)]
+    if claims:
+        counts = pd.Series([f.verdict for f in claims]).value_counts()
+        lines.append(f"**{len(claims)} claims of the papers checked: " + ", ".join(
+            f"{int(counts.get(v, 0))} {v}" for v in ALL_VERDICTS) + ".**" + _gate_sentence(preconditions))
+        lines.append(f"![Every checked claim: paired difference with its 95 % interval, coloured by verdict]"
+                     f"({FIGURES}/{CLAIMS_FIGURE})")
+    else:
+        lines.append("No claim of the papers could be checked in this build." + _gate_sentence(preconditions))
+    lines.append(PAPER_SCALE_NOTE if ctx.profile == "paper" else SCALE_NOTE)
+    return "\n\n".join(lines)
+
+
+def _gate_sentence(preconditions: list[Finding]) -> str:
+    if not preconditions:
+        return ""
+    passed = sum(f.verdict == "supported" for f in preconditions)
+    return (f" Pretraining beats the random-init backbone in {passed} of {len(preconditions)} cells x protocols "
+            "(the gate of every claim: section \"Does SSL pretraining beat random init?\").")
+
+
+def what_ran(ctx: ReportContext) -> str:
+    """One paragraph: profile, datasets, seeds, stages and run time, hardware."""
+    run = ctx.run or {}
+    scored = sorted(set(ctx.results["dataset"])) if not ctx.results.empty else [ctx.dataset]
+    parts = [f"profile **{ctx.profile}**"]
+    if run.get("pretraining"):
+        parts.append(f"pretraining on {run['pretraining']}")
+    parts.append("scored on " + ", ".join(dataset_name(d) for d in scored))
+    parts.append(f"seeds {', '.join(str(s) for s in ctx.seeds)}" if ctx.seeds else "no seeds")
+    if run.get("stages"):
+        timing = f"{run['stages']} stages, {run['stage_seconds']:.0f} s inside stages"
+        if run.get("wall_seconds") is not None:
+            timing += f", {run['wall_seconds']:.0f} s from the first stage's start to the report"
+        parts.append(timing + " (MLflow's latest run of each stage)")
+    text = "**What ran:** " + "; ".join(parts) + f"; {len(ctx.results)} evaluation result files"
+    if ctx.results.empty:
+        return text + "."
+    machines = ctx.results["hardware"].fillna("hardware not recorded").value_counts()
+    return text + ", evaluated on " + "; ".join(
+        label if len(machines) == 1 else f"{label} ({count} files)" for label, count in machines.items()) + "."
+
+
+def verdicts_per_claim(findings: list[Finding]) -> str:
+    """One row per claim of the papers: how many cells it was checked on and the verdicts there."""
+    claims = checked_claims(findings)
+    if not claims:
+        return ""
+    frame = pd.DataFrame({"claim": [f.claim for f in claims], "verdict": [f.verdict for f in claims]})
+    table = frame.groupby("claim", sort=False)["verdict"].value_counts().unstack(fill_value=0)
+    table = table.reindex(columns=list(ALL_VERDICTS), fill_value=0)
+    table.insert(0, "checked", table.sum(axis=1))
+    return f"{VERDICTS_TITLE}\n\n" + markdown_table(table.astype(int))
+
+
+def contents(outputs: list[SectionOutput]) -> str:
+    """Links to the report's parts (GitHub's heading anchors, which the HTML rendering reproduces)."""
+    from dssl.reporting.html import slug
+
+    headings = [SETTINGS_TITLE, CLAIMS_TITLE, *(out.markdown.split("\n", 1)[0] for out in outputs)]
+    names = [h.removeprefix("## ") for h in headings]
+    return f"{CONTENTS_TITLE}\n\n" + " · ".join(f"[{name}](#{slug(name)})" for name in names)
+
+
+def settings_list(settings: Mapping[str, Any]) -> str:
+    """The settings a reader needs to interpret the numbers: a heading per kind, one line per entry."""
+    if not settings:
+        return ""
+    lines = [f"{SETTINGS_TITLE}\n\nAs `params.yaml` states them (every name below is a registry key, a stage name "
+             "part and a row label of this report)."]
+    for heading, entries in settings.items():
+        if isinstance(entries, (list, tuple)):
+            lines.append(f"**{heading}**\n\n" + "\n".join(f"- {entry}" for entry in entries))
+        else:
+            lines.append(f"**{heading}**: {entries}")
+    return "\n\n".join(lines)
 
 
 def claims_summary(findings: list[Finding]) -> str:
-    """The verdict counts and one line per checked claim of the papers (preconditions counted apart)."""
-    claims = [f for f in findings if f.section != PRECONDITION]
-    preconditions = [f for f in findings if f.section == PRECONDITION]
+    """One row per checked claim of the papers: the claim, the complete compared cells, the verdict and
+    the evidence (the pretraining gain is its own section)."""
+    claims = checked_claims(findings)
     lines = [CLAIMS_TITLE]
-    if preconditions:
-        passed = sum(f.verdict == "supported" for f in preconditions)
-        lines.append(f"Pretraining beats the random-init backbone in {passed} of {len(preconditions)} "
-                     "cells x protocols (section \"Does SSL pretraining beat random init?\").")
     if not claims:
         lines.append("No claim of the papers could be checked in this build.")
         return "\n\n".join(lines)
-    counts = pd.Series([f.verdict for f in claims]).value_counts()
-    lines.append("Verdicts over " + f"{len(claims)} checked claims: " + ", ".join(
-        f"{int(counts.get(v, 0))} {v}" for v in ALL_VERDICTS) + ".")
-    table = pd.DataFrame({"claim": [f.claim for f in claims], "cells": [f.subject for f in claims],
+    lines.append("Every claim is checked on the paired per-seed difference of the cells it compares, named "
+                 "`<protocol> on <dataset>: <framework>/<model>/<partition or graph>/<strategy>`.")
+    table = pd.DataFrame({"claim": [f.claim for f in claims], "compared": [f.subject for f in claims],
+                          "cells": [f.cells for f in claims],
                           "verdict": [f"**{f.verdict}**" for f in claims],
                           "evidence": [f.evidence() for f in claims]})
     lines.append(markdown_table(table, index=False))
     return "\n\n".join(lines)
 
 
+def claims_forest(findings: list[Finding]) -> pd.DataFrame:
+    """The claims overview figure's rows (``figures.FOREST_COLUMNS``): every checked claim."""
+    rows = []
+    for f in checked_claims(findings):
+        oriented = f.oriented() or (float("nan"),) * 3
+        rows.append({"group": f.claim, "label": f.subject, "verdict": f.verdict, "difference": oriented[0],
+                     "low": oriented[1], "high": oriented[2], "reason": untestable_reason(f), "unit": f.unit})
+    return pd.DataFrame(rows, columns=["group", "label", "verdict", "difference", "low", "high", "reason", "unit"])
+
+
+def untestable_reason(finding: Finding) -> str:
+    """A short reason for an untestable claim: the compared cells that do not beat random init."""
+    if finding.verdict != UNTESTABLE:
+        return ""
+    failing = gate_failures(finding.detail)
+    if failing:
+        verb = "does" if len(failing) == 1 else "do"
+        return f"untestable: {', '.join(failing)} {verb} not beat random init"
+    return "untestable: " + finding.detail.removeprefix("untestable: ")
+
+
 def findings_frame(outputs: list[SectionOutput]) -> pd.DataFrame:
-    """Every finding as one CSV row: section, claim, cells, verdict, paired difference with its interval
-    in the finding's unit (pp for accuracies), seeds."""
-    rows = [{"section": f.section, "claim": f.claim, "cells": f.subject, "verdict": f.verdict,
+    """Every finding as one CSV row: section, claim, subject, complete cells, verdict, paired difference with
+    its interval in the finding's unit (pp for accuracies), seeds."""
+    rows = [{"section": f.section, "claim": f.claim, "subject": f.subject, "cells": f.cells, "verdict": f.verdict,
              "difference": f.scale * f.difference.mean if f.difference else None,
              "low": f.scale * f.difference.low if f.difference else None,
              "high": f.scale * f.difference.high if f.difference else None,
              "unit": f.unit, "n_seeds": f.difference.n if f.difference else None, "detail": f.detail}
             for out in outputs for f in out.findings]
-    return pd.DataFrame(rows, columns=["section", "claim", "cells", "verdict", "difference", "low", "high", "unit",
-                                       "n_seeds", "detail"])
+    return pd.DataFrame(rows, columns=["section", "claim", "subject", "cells", "verdict", "difference", "low", "high",
+                                       "unit", "n_seeds", "detail"])
 
 
 def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping[str, Mapping[str, Any] | None],
                  context: Mapping[str, Any]) -> dict[str, Path]:
-    """Load the results; write README.md and, in ``FOLDER``, claims.csv and each section's CSV and figures.
+    """Load the results; write README.md, README.html and, in ``FOLDER``, claims.csv and each section's CSV;
+    in ``FIGURES`` every figure.
 
-    ``context``: ``profile``, ``dataset`` (downstream dataset the tables show); optional ``settings``,
-    ``theory`` (Markdown), ``paper`` (paper numbers; default the packaged ones) and ``weight_distances``
-    (the folder of the weight_distance stages' outputs). Returns written paths.
+    ``context``: ``profile``, ``dataset`` (downstream dataset the tables show); optional ``settings``
+    (heading -> entries), ``theory`` (Markdown), ``paper`` (paper numbers; default the packaged ones),
+    ``weight_distances`` (the folder of the weight_distance stages' outputs), ``features`` (the folder of
+    the features stages' outputs), ``data_figures`` (kind -> name -> figure path relative to ``out_dir``,
+    drawn by other stages), ``run`` (``what_ran``'s facts) and ``assets`` (folders where the HTML rendering looks for images
+    ``out_dir`` does not hold: the final report folder when ``out_dir`` is a scratch copy). Returns written
+    paths.
     """
     distances = context.get("weight_distances")
     ctx = ReportContext(results=load_results(results_dir), profile=context["profile"], dataset=context["dataset"],
                         paper=context.get("paper") or load_paper_numbers(), settings=context.get("settings") or {},
                         theory=context.get("theory"),
-                        weight_distances=load_weight_distances(distances) if distances is not None else None)
+                        weight_distances=load_weight_distances(distances) if distances is not None else None,
+                        features=context.get("features"), data_figures=context.get("data_figures") or {},
+                        run=context.get("run") or {})
     outputs = build_sections(ctx, sections)
-    folder = Path(out_dir) / FOLDER
+    out_dir = Path(out_dir)
+    folder, figures = out_dir / FOLDER, out_dir / FIGURES
     folder.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for out in outputs:
         if out.data is not None:
             written[f"{out.name}.csv"] = _write_csv(out.data, folder / f"{out.name}.csv")
         for name, draw in out.figures.items():
-            written[name] = draw(folder / name)
+            written[name] = draw(figures / name)
     written["claims.csv"] = _write_csv(findings_frame(outputs), folder / "claims.csv")
-    out_dir = Path(out_dir)
+    forest_rows = claims_forest([f for out in outputs for f in out.findings])
+    if not forest_rows.empty:
+        from dssl.reporting.figures import forest
+
+        written[CLAIMS_FIGURE] = forest(forest_rows, figures / CLAIMS_FIGURE,
+                                        "Every checked claim of the papers (grouped by claim)", FOREST_X_LABEL,
+                                        ctx.note("each claim's protocol: see its cells in the claims table"))
+    text = render_readme(ctx, outputs)
     written["readme"] = out_dir / "README.md"
-    written["readme"].write_text(render_readme(ctx, outputs))
+    written["readme"].write_text(text)
+    from dssl.reporting.html import render_html
+
+    written["html"] = out_dir / "README.html"
+    written["html"].write_text(render_html(text, [out_dir, *context.get("assets", ())]))
     return written
 
 
@@ -116,31 +251,11 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def _header(ctx: ReportContext) -> str:
-    lines = [
-        "# Distributed SSL under non-IID data: the papers' tables at this build's scale",
-        f"Profile **{ctx.profile}**, downstream dataset **{dataset_name(ctx.dataset)}**; built from "
-        f"{len(ctx.results)} evaluation result files.",
-    ]
-    if ctx.settings:
-        table = pd.DataFrame({"setting": list(ctx.settings),
-                              "this build": [_setting_text(v) for v in ctx.settings.values()]})
-        lines.append(markdown_table(table, index=False))
-    lines.append(PAPER_SCALE_NOTE if ctx.profile == "paper" else SCALE_NOTE)
-    return "\n\n".join(lines)
-
-
-def _setting_text(value: Any) -> str:
-    if isinstance(value, (list, tuple, set)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
 # -- the project README's "Expected results" block, copied from a generated report ------------------
 
 BLOCK_START = "<!-- expected-results:start (written by `dssl readme sync` from reports/README.md) -->"
 BLOCK_END = "<!-- expected-results:end -->"
-EXPECTED_SECTIONS = ("Claims at a glance", "Table 1")   # heading prefixes of the report's sections
+EXPECTED_SECTIONS = ("Summary", "Verdicts per claim")   # heading prefixes of the report's sections
 
 
 def report_sections(text: str) -> dict[str, str]:
@@ -158,6 +273,18 @@ def expected_results_block(report_text: str, prefixes: tuple[str, ...] = EXPECTE
     return "\n\n".join("#" + text.strip() for text in chosen)
 
 
+def readme_links(block: str) -> str:
+    """A report block as the project README shows it: links made relative to the project root; figures
+    left out (they exist only after a run, and the README is read before one)."""
+    kept = [line for line in block.splitlines() if not line.startswith("![")]
+    text = "\n".join(kept)
+    for folder in (FOLDER, FIGURES.split("/")[0]):
+        text = text.replace(f"]({folder}/", f"](reports/{folder}/")
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text
+
+
 def sync_readme(readme: Path, report: Path, check: bool = False) -> bool:
     """Replace the README's expected-results block by the report's; True when it changed (or would)."""
     readme, report = Path(readme), Path(report)
@@ -168,7 +295,7 @@ def sync_readme(readme: Path, report: Path, check: bool = False) -> bool:
         raise ValueError(f"{readme}: needs exactly one block between {BLOCK_START!r} and {BLOCK_END!r}")
     head, rest = text.split(BLOCK_START)
     _, tail = rest.split(BLOCK_END)
-    block = expected_results_block(report.read_text()).replace("](sections/", "](reports/sections/")
+    block = readme_links(expected_results_block(report.read_text()))
     new = f"{head}{BLOCK_START}\n{block}\n{BLOCK_END}{tail}"
     if new != text and not check:
         readme.write_text(new)

@@ -105,6 +105,44 @@ def _markdown_cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
+# -- complete cell names, in the vocabulary of params.yaml -----------------------------------------------
+
+PLACE_KEY = {"fl": "partition", "local": "partition", "decl": "graph"}   # where a framework's cell trains
+
+
+def cell_name(run: Any) -> str:
+    """The pretrained cell a result belongs to, named as the pipeline names it (its folder under
+    ``reports/metrics/``): ``<framework>/<model>[/<partition or graph>[/<strategy>]]``, e.g.
+    ``fl/mae-vit/fl-label/fedavg``, ``decl/mae-cnn/uniform-5/decl-uniform``, ``local/byol-cnn/fl-2class``,
+    ``central/mae-cnn``; a random-init reference is ``random/<backbone>``. ``run``: a result row (a
+    Series, mapping or ``itertuples`` row)."""
+    get = run.get if isinstance(run, (pd.Series, dict)) else lambda key, default=None: getattr(run, key, default)
+    framework = get("framework")
+    subject = get("backbone") if framework == "random" else get("model")
+    place = get(PLACE_KEY[framework]) if framework in PLACE_KEY else None
+    strategy = get("strategy") if framework in ("fl", "decl") else None
+    return "/".join(str(part) for part in (framework, subject, place, strategy) if _named(part))
+
+
+def _named(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) and value != "-"
+
+
+def evaluation_name(run: Any) -> str:
+    """How a result was scored: ``<protocol> on <dataset>`` (its result file is ``<dataset>-<protocol>.json``)."""
+    get = run.get if isinstance(run, (pd.Series, dict)) else lambda key: getattr(run, key)
+    return f"{get('protocol')} on {get('dataset')}"
+
+
+def compared_cells(*cells: pd.DataFrame) -> str:
+    """The complete names of the cells a claim compares, with how they were scored:
+    ``"linear_probe_10pct on digits: fl/mae-cnn/fl-feature/fedavg vs fl/mae-cnn/fl-iid/fedavg"``."""
+    firsts = [cell.iloc[0] for cell in cells if not cell.empty]
+    names = dict.fromkeys(cell_name(row) for row in firsts)
+    scored = dict.fromkeys(evaluation_name(row) for row in firsts)
+    return f"{', '.join(scored)}: {' vs '.join(names)}"
+
+
 def runs_text(runs: tuple) -> str:
     """The lineage of a cell for CSVs: "seed 0: <stage> (<run id>); ..."."""
     return "; ".join(f"seed {seed}: {stage} ({run_id})" for seed, stage, run_id in runs)

@@ -5,8 +5,11 @@ Importing this package registers every section; a new table is one module with a
 ``report.sections`` of params.yaml.
 """
 
-from dssl.reporting.sections import comparison, fig2a, notes, pretraining_gain, table1, table5  # noqa: F401  (registration)
+from dssl.reporting.sections import (  # noqa: F401  (registration)
+    comparison, fig2a, fig3, notes, pretraining_gain, table1, table5,
+)
 from dssl.reporting.sections.base import (
+    FIGURES,
     FOLDER,
     SECTIONS,
     ReportContext,
@@ -18,5 +21,5 @@ from dssl.reporting.sections.base import (
     register_section,
 )
 
-__all__ = ["FOLDER", "SECTIONS", "ReportContext", "ReportSection", "SectionOutput", "check_report_params",
+__all__ = ["FIGURES", "FOLDER", "SECTIONS", "ReportContext", "ReportSection", "SectionOutput", "check_report_params",
            "check_sections_or_raise", "create_section", "register_section"]

@@ -19,10 +19,12 @@ import pandas as pd
 from dssl.config.checker import Checker, ParamsError
 from dssl.registry import Registry
 from dssl.reporting.claims import Finding
+from dssl.reporting.figures import footer
 from dssl.reporting.tables import runs_text
 
 
-FOLDER = "sections"   # next to README.md: every section's CSV and figures, and claims.csv
+FOLDER = "sections"   # next to README.md: every section's CSV, and claims.csv
+FIGURES = "figures/report"   # next to README.md: every figure a section draws (DVC plots)
 
 
 @dataclass
@@ -36,6 +38,18 @@ class ReportContext:
     settings: Mapping[str, Any] = field(default_factory=dict)
     theory: str | None = None
     weight_distances: pd.DataFrame | None = None   # paper A's Table 5 (``results.load_weight_distances``)
+    features: Path | None = None         # paper A's Fig. 3: the folder of the features stages' outputs
+    data_figures: Mapping[str, Mapping[str, str]] = field(default_factory=dict)   # kind -> name -> path
+    run: Mapping[str, Any] = field(default_factory=dict)   # what ran: stages, seconds, hardware (``readme``)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds of the evaluation results (every mean in the report is over them)."""
+        return sorted({int(s) for s in self.results["seed"]}) if not self.results.empty else []
+
+    def note(self, scored: str | None = None) -> str:
+        """A figure's footer: the profile, how its cells were scored, the seeds."""
+        return footer(self.profile, self.seeds, scored)
 
 
 @dataclass
@@ -65,7 +79,7 @@ class ReportSection:
         raise NotImplementedError
 
     def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
-        """Figure file name (in ``FOLDER``) -> a function drawing it at a given path (none by default)."""
+        """Figure file name (in ``FIGURES``) -> a function drawing it at a given path (none by default)."""
         return {}
 
     def csv(self, data: pd.DataFrame) -> pd.DataFrame:
@@ -85,6 +99,18 @@ class ReportSection:
         findings = self.findings(data, ctx)
         body = self.markdown(data, findings, ctx)
         return SectionOutput(self.name, f"{heading}\n\n{body}", findings, self.csv(data), self.figures(data, ctx))
+
+
+def model_strategy_columns(columns: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Column label -> (model, strategy) from params' ``"<model>:<strategy>"`` (an FL cell on the section's
+    partition); raises ValueError naming a malformed or missing column."""
+    if not columns:
+        raise ValueError("columns (label -> '<model>:<strategy>') must be non-empty")
+    parsed = {label: tuple(str(spec).split(":", 1)) for label, spec in columns.items()}
+    bad = [label for label, spec in parsed.items() if len(spec) != 2 or not all(spec)]
+    if bad:
+        raise ValueError(f"columns {bad} must read '<model>:<strategy>'")
+    return parsed  # type: ignore[return-value]
 
 
 SECTIONS: Registry[type[ReportSection]] = Registry("report section")

@@ -17,15 +17,16 @@ init (in an ablation, where the full method does not: the ablated model collapsi
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping
 
 import pandas as pd
 
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.results import accuracy_summary
-from dssl.reporting.sections.base import FOLDER, ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, register_section
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
-from dssl.reporting.tables import CELL_NOTE, format_summary, markdown_table
+from dssl.reporting.tables import CELL_NOTE, cell_name, compared_cells, format_summary, markdown_table
 
 PLACE = {"fl": "partition", "decl": "graph", "local": "partition"}
 OTHER_FRAMEWORKS = ("central", "local")   # row specs "<framework>/<model>"
@@ -111,7 +112,9 @@ class StrategyComparison(ReportSection):
         self._cells = {key: cell for key, spec in specs.items() if not (cell := self._cell(ctx.results, *spec)).empty}
         return pd.DataFrame([{"row": row, "column": column, **dict(zip(("framework", "model", "strategy", "place"),
                                                                         specs[(row, column)])),
-                              **accuracy_summary(cell)} for (row, column), cell in self._cells.items()])
+                              "cell": cell_name(cell.iloc[0]), "scheme": cell.iloc[0]["scheme"],
+                              "alpha": cell.iloc[0]["alpha"], **accuracy_summary(cell)}
+                             for (row, column), cell in self._cells.items()])
 
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
         gate = PretrainingGate(ctx.results)
@@ -125,45 +128,51 @@ class StrategyComparison(ReportSection):
         if best is None or not others:
             return None
         subject = f"{self.framework.upper()} {column}: {self.best_row} vs {', '.join(others)}"
+        named = compared_cells(best, *others.values())
         blocked = gate.untestable({self.best_row: best, **({} if self.gate_best_row_only else others)})
         if blocked:
-            return Finding(self.name, self.claim, subject, UNTESTABLE, None, blocked)
+            return Finding(self.name, self.claim, subject, UNTESTABLE, None, blocked, cells=named)
         compared = [(row, *compare(best, cell, +1)) for row, cell in others.items()]
         outcomes = [outcome for _, _, outcome in compared]
         overall = (CONTRADICTED if CONTRADICTED in outcomes
                    else SUPPORTED if all(o == SUPPORTED for o in outcomes) else INCONCLUSIVE)
         row, diff, _ = min(compared, key=lambda c: c[1].mean)
-        return Finding(self.name, self.claim, subject, overall, diff, f"{self.best_row} - {row} (the closest row)")
+        return Finding(self.name, self.claim, subject, overall, diff, f"{self.best_row} - {row} (the closest row)",
+                       cells=named)
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
-        measured = self._wide({(r.row, r.column): format_summary(r) for r in data.itertuples()})
-        parts = [f"{self.intro} Model {self.model}, {self.framework.upper()}, {self.protocol}; {CELL_NOTE}. "
-                 "Cells (row, column: model / strategy @ " + PLACE[self.framework] + "): "
-                 + "; ".join(f"{r.row}, {r.column}: {self._cell_text(r)}" for r in data.itertuples()) + "."
+        measured = pd.DataFrame({"row": data["row"], "column": data["column"], "cell": data["cell"],
+                                 "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
+        parts = [f"![{self.title}]({FIGURES}/{self.name}.png)",
+                 f"{self.intro} Model {self.model}, {self.framework.upper()}, scored with {self.protocol}; {CELL_NOTE}. "
+                 "Each row names its cell as framework/model/" + PLACE[self.framework] + "/strategy (central/<model>: "
+                 "trained on the pooled data; local/<model>/<partition>: each client trained alone, scored as the "
+                 "mean over clients)."
                  + (f" Reference rows, not part of the claim: {', '.join(self.references)}." if self.references else "")
                  + (f" Paper-scale only (not run in this profile): {', '.join(self.paper_scale_only)}."
                     if self.paper_scale_only else ""),
-                 "**Measured (this pipeline)**", markdown_table(measured)]
+                 "**Measured (this pipeline)**", markdown_table(measured, index=False)]
         paper = self._paper(ctx.paper)
         if paper is not None:
             parts += ["**Paper A** (its setting; mean of 3 trials)", markdown_table(paper)]
         parts.append(f"**Claim check**: {self.claim} (paired by seed, per column)\n\n"
-                     + ("\n".join(f"- {f.subject}: **{f.verdict}** — {f.evidence()}" for f in findings)
+                     + ("\n".join(f.line() for f in findings)
                         or "- no column has the paper's best row and another row"))
         return "\n\n".join(parts)
 
-    def _cell_text(self, r) -> str:
-        if r.framework == "central":
-            return f"{r.model} trained centrally (pooled data)"
-        if r.framework == "local":
-            return f"{r.model}, each client of {r.place} trained alone (mean over clients)"
-        return f"{r.model} / {r.strategy} @ {r.place}"
+    def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
+        """The table as a dot plot: per column, every row's mean with its 95 % seed interval."""
+        from dssl.reporting.figures import dot_plot
 
-    def _wide(self, cells: Mapping[tuple[str, str], str]) -> pd.DataFrame:
-        table = pd.DataFrame(index=pd.Index(list(self.rows), name="row"))
-        for column in self.columns:
-            table[column] = [cells.get((row, column), "") for row in self.rows]
-        return table
+        title = f"{self.title}\n{self.framework.upper()} {self.model}; * the paper's best row ({self.best_row})"
+        note = ctx.note(self.scored(ctx)) + " · dots: mean, bars: 95 % seed interval"
+        return {f"{self.name}.png": lambda path: dot_plot(data, path, self.best_row, title,
+                                                          f"{self.protocol} top-1 accuracy (%)", note)}
+
+    def scored(self, ctx: ReportContext) -> str:
+        """How the table's cells were scored: its protocol on the downstream datasets of its cells."""
+        datasets = ", ".join(dict.fromkeys(cell.iloc[0]["dataset"] for cell in self._cells.values())) or ctx.dataset
+        return f"{self.protocol} on {datasets}"
 
     def _paper(self, paper: Mapping[str, Any]) -> pd.DataFrame | None:
         table = paper.get(self.paper_key) if self.paper_key else None
@@ -193,6 +202,22 @@ class Fig2b(StrategyComparison):
         if set(rows) != {"MAE", "MAR"}:
             raise ValueError(f"fig2b rows must be exactly MAE and MAR, got {sorted(rows)}")
         super().__init__(model, rows, columns, framework, protocol)
+
+    def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
+        """Accuracy against the label skew alpha of each column's partition, MAE and MAR as lines."""
+        from dssl.reporting.figures import IID_ALPHA, alpha_lines
+
+        points = data.assign(alpha=[IID_ALPHA if scheme == "iid" else alpha
+                                    for scheme, alpha in zip(data["scheme"], data["alpha"])])
+        points = points[points["alpha"].notna()]
+        if points.empty:
+            return {}
+        places = ", ".join(dict.fromkeys(data["place"]))
+        title = (f"{self.title} ({self.framework.upper()})\n{self.framework}/{self.model}/<{PLACE[self.framework]}>/"
+                 f"<strategy>: MAE = {self.rows['MAE']}, MAR = {self.rows['MAR']}; {places}")
+        note = ctx.note(self.scored(ctx)) + " · bars: 95 % seed interval"
+        return {f"{self.name}.png": lambda path: alpha_lines(points, path, title, f"{self.protocol} top-1 accuracy (%)",
+                                                             note)}
 
 
 @register_section("fig2b_decl")
@@ -347,14 +372,17 @@ class FedSSLStopGradient(StrategyComparison):
         if with_sg is None or without_sg is None:
             return None
         subject = f"{self.framework.upper()} {column}: {self.without_row} vs random init"
+        baseline = gate.baseline(without_sg)
+        named = compared_cells(without_sg, baseline)
         blocked = gate.untestable({self.best_row: with_sg})
         if blocked:
-            return Finding(self.name, self.claim_works, subject, UNTESTABLE, None, blocked)
-        baseline = gate.baseline(without_sg)
+            return Finding(self.name, self.claim_works, subject, UNTESTABLE, None, blocked, cells=named)
         if baseline.empty:
-            return Finding(self.name, self.claim_works, subject, UNTESTABLE, None, gate.check(without_sg).reason)
+            return Finding(self.name, self.claim_works, subject, UNTESTABLE, None, gate.check(without_sg).reason,
+                           cells=named)
         diff, outcome = compare(without_sg, baseline, +1)
-        return Finding(self.name, self.claim_works, subject, outcome, diff, f"{self.without_row} - random init")
+        return Finding(self.name, self.claim_works, subject, outcome, diff, f"{self.without_row} - random init",
+                       cells=named)
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         return super().markdown(data, findings, ctx).replace(
@@ -401,19 +429,22 @@ class FedEMALambda(ReportSection):
                            & (results["strategy"] == strategy) & (results["partition"] == self.partition)
                            & (results["protocol"] == self.protocol)]
             if not cell.empty:
-                rows.append({"x": value, "strategy": strategy, **accuracy_summary(cell)})
+                rows.append({"x": value, "strategy": strategy, "cell": cell_name(cell.iloc[0]),
+                             "dataset": cell.iloc[0]["dataset"], **accuracy_summary(cell)})
         return pd.DataFrame(rows)
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
-        table = pd.DataFrame({"lambda": data["x"], "strategy": data["strategy"],
+        table = pd.DataFrame({"lambda": data["x"], "cell": data["cell"],
                               "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
-        return (f"Model {self.model} on {self.partition}, {self.protocol}; {CELL_NOTE}. Paper B draws this sweep "
-                "without printed values and states no ordering, so no claim is checked here.\n\n"
-                + markdown_table(table, index=False) + f"\n\n![lambda sweep]({FOLDER}/fedema_lambda.png)")
+        return (f"![lambda sweep]({FIGURES}/fedema_lambda.png)\n\n"
+                f"Model {self.model} on {self.partition}, scored with {self.protocol}; {CELL_NOTE}. Paper B draws "
+                "this sweep without printed values and states no ordering, so no claim is checked here.\n\n"
+                + markdown_table(table, index=False))
 
-    def figures(self, data: pd.DataFrame, ctx: ReportContext):
+    def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
         from dssl.reporting.figures import sweep_figure
 
-        title = f"FedEMA, constant lambda ({self.model}, {self.partition})"
+        title = f"Paper B: FedEMA with a constant lambda ({self.framework}/{self.model}/{self.partition}/<strategy>)"
+        note = ctx.note(f"{self.protocol} on {', '.join(dict.fromkeys(data['dataset']))}") + " · bars: 95 % seed interval"
         return {"fedema_lambda.png": lambda path: sweep_figure(data, path, "lambda", f"{self.protocol} accuracy (%)",
-                                                               title)}
+                                                               title, note)}

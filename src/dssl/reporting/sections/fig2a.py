@@ -21,9 +21,9 @@ from scipy.stats import spearmanr
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.figures import FL_LABEL, TOPOLOGIES, fig2a_runs, figure2a
 from dssl.reporting.results import summarise
-from dssl.reporting.sections.base import FOLDER, ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, register_section
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
-from dssl.reporting.tables import CELL_NOTE, dataset_name, format_summary, markdown_table
+from dssl.reporting.tables import CELL_NOTE, cell_name, compared_cells, dataset_name, format_summary, markdown_table
 
 CLAIM_RISE = "DecL accuracy rises with the average connectivity |A| (paper A, Fig. 2a)"
 CLAIM_FL = "FL is never below DecL (paper A, Fig. 2a)"
@@ -67,34 +67,37 @@ class Fig2a(ReportSection):
     def _rise(self, topology: str, points: pd.DataFrame, cells: dict, gate: PretrainingGate) -> Finding:
         low, high = points.iloc[0], points.iloc[-1]
         subject = f"{topology} topology, |A| {low['connectivity']:g} -> {high['connectivity']:g}"
+        named = compared_cells(cells[high["graph"]], cells[low["graph"]])
         blocked = gate.untestable({low["graph"]: cells[low["graph"]], high["graph"]: cells[high["graph"]]})
         if blocked:
-            return Finding(self.name, CLAIM_RISE, subject, UNTESTABLE, None, blocked)
+            return Finding(self.name, CLAIM_RISE, subject, UNTESTABLE, None, blocked, cells=named)
         diff, outcome = compare(cells[high["graph"]], cells[low["graph"]], +1)
         rho = _spearman(list(points["connectivity"]), list(points["mean"]))
         return Finding(self.name, CLAIM_RISE, subject, outcome, diff,
-                       f"largest - smallest |A| (Spearman rho of the means {rho})")
+                       f"largest - smallest |A| (Spearman rho of the means {rho})", cells=named)
 
     def _fl_not_below(self, topology: str, points: pd.DataFrame, cells: dict, complete: pd.DataFrame,
                       gate: PretrainingGate) -> Finding:
         subject = f"{topology} topology, FL vs every |A|"
+        named = compared_cells(complete, *(cells[g] for g in points["graph"]))
         blocked = gate.untestable({FL_LABEL: complete, **{g: cells[g] for g in points["graph"]}})
         if blocked:
-            return Finding(self.name, CLAIM_FL, subject, UNTESTABLE, None, blocked)
+            return Finding(self.name, CLAIM_FL, subject, UNTESTABLE, None, blocked, cells=named)
         compared = [(graph, *compare(complete, cells[graph], +1)) for graph in points["graph"]]
         outcomes = [outcome for _, _, outcome in compared]
         overall = (CONTRADICTED if CONTRADICTED in outcomes
                    else SUPPORTED if all(o == SUPPORTED for o in outcomes) else INCONCLUSIVE)
         graph, diff, _ = min(compared, key=lambda c: c[1].mean)
-        return Finding(self.name, CLAIM_FL, subject, overall, diff, f"FL - {graph} (the closest DecL point)")
+        return Finding(self.name, CLAIM_FL, subject, overall, diff, f"FL - {graph} (the closest DecL point)", cells=named)
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         selection = self._selection
         table = pd.DataFrame({
             "topology": data["topology"], "|A|": [f"{c:g}" for c in data["connectivity"]],
-            "graph": data["graph"], "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
+            "cell": [cell_name(self._runs[self._runs["graph"] == g].iloc[0]) for g in data["graph"]],
+            "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
         return "\n\n".join([
-            f"![Fig. 2a: DecL accuracy against |A|]({FOLDER}/fig2a.png)",
+            f"![Fig. 2a: DecL accuracy against |A|]({FIGURES}/fig2a.png)",
             f"DecL {self.protocol} accuracy on {dataset_name(selection['dataset'])} for {selection['model']} "
             f"pretrained with strategy {self.strategy} on partition {selection['partition']}, against the average connectivity |A| (self "
             f"included): {CELL_NOTE}. Paper A gives its values only in the figure. The FL reference is the "
@@ -103,14 +106,15 @@ class Fig2a(ReportSection):
             markdown_table(table, index=False),
             "**Claim check** (paired by seed; tested only where every compared pretraining beats its "
             "random-init backbone)\n\n" + "\n".join(
-                f"- {f.claim.split(' (')[0]} — {f.subject}: **{f.verdict}** — {f.evidence()}" for f in findings),
+                f.line(with_claim=True) for f in findings),
         ])
 
     def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
         selection = self._selection
+        note = ctx.note(f"{self.protocol} on {selection['dataset']}") + " · bars and band: 95 % seed interval"
         return {"fig2a.png": lambda path: figure2a(
             ctx.results, path, selection["dataset"], selection["model"], selection["partition"], self.protocol,
-            self.strategy)}
+            self.strategy, note)}
 
     def empty_text(self) -> str:
         return f"No DecL {self.protocol} results of strategy {self.strategy!r} in this build."

@@ -8,15 +8,18 @@ protocol can use, so the other sections call claims resting on it untestable.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 
 from dssl.reporting.claims import RANDOM, UNTESTABLE, Finding, PretrainingGate
 from dssl.reporting.results import accuracy_summary
-from dssl.reporting.sections.base import ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, register_section
 from dssl.reporting.stats import verdict
-from dssl.reporting.tables import CELL_NOTE, FRAMEWORK_ORDER, dataset_name, format_summary, index_in, markdown_table
+from dssl.reporting.tables import (
+    CELL_NOTE, FRAMEWORK_ORDER, cell_name, compared_cells, evaluation_name, format_summary, index_in, markdown_table,
+)
 
 CLAIM = "pretraining beats the random-init backbone (precondition of every claim)"
 CELL = ["model", "framework", "setting", "strategy", "dataset", "protocol"]
@@ -64,6 +67,9 @@ class PretrainingGain(ReportSection):
         margin = result.margin
         return {
             **dict(zip(CELL, key)),
+            "cell": cell_name(cell.iloc[0]), "scored": evaluation_name(cell.iloc[0]),
+            "reference": cell_name(baseline.iloc[0]) if not baseline.empty else "",
+            "compared": compared_cells(cell, baseline),
             "pretrained": pretrained, "random": random,
             "gain": 100 * margin.mean if margin else float("nan"),
             "gain_low": 100 * margin.low if margin else float("nan"),
@@ -75,19 +81,18 @@ class PretrainingGain(ReportSection):
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
         found = []
         for row in data.itertuples():
-            subject = f"{row.model} ({row.framework}, {row.setting}), {row.protocol}"
-            outcome = verdict(row.interval, +1) if row.interval is not None else UNTESTABLE
-            found.append(Finding(self.name, CLAIM, subject, outcome, row.interval,
-                                 "pretrained - random init" if row.interval is not None else row.reason))
+            outcome = self._verdict(row)
+            found.append(Finding(self.name, CLAIM, f"{row.scored}: {row.cell}", outcome, row.interval,
+                                 "pretrained - random init" if row.interval is not None else row.reason,
+                                 cells=row.compared))
         return found
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         table = pd.DataFrame({
-            "model": data["model"], "framework": data["framework"], "setting": data["setting"],
-            "strategy": data["strategy"], "dataset": [dataset_name(d) for d in data["dataset"]],
-            "protocol": data["protocol"],
+            "cell (framework/model/partition or graph/strategy)": data["cell"], "scored": data["scored"],
             "pretrained (%)": [format_summary(s) for s in data["pretrained"]],
-            "random init (%)": [format_summary(s) if s else "" for s in data["random"]],
+            "random init (%)": [f"{format_summary(s)}: {ref}" if s else "" for s, ref in zip(data["random"],
+                                                                                              data["reference"])],
             "gain (pp, 95 % CI)": [f.evidence().split(": ", 1)[-1] for f in findings],
             "verdict": [f.verdict for f in findings]})
         passed = data[data["beats_random"]]
@@ -97,12 +102,33 @@ class PretrainingGain(ReportSection):
         summary += " Per protocol: " + ", ".join(f"{p} {int(r['sum'])}/{int(r['count'])}"
                                                  for p, r in by_protocol.iterrows()) + "."
         return "\n\n".join([
+            f"![Pretrained minus random init, every cell and protocol]({FIGURES}/pretraining_gain.png)",
             f"Accuracy in %: {CELL_NOTE}. Gain = pretrained minus the same backbone from random init, paired "
             "by seed, with its 95 % Student-t interval; \"supported\" means the whole interval is above 0.",
             markdown_table(table, index=False), summary])
 
+    def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
+        """The gains as a forest plot: one row per cell, grouped by how it was scored."""
+        from dssl.reporting.figures import forest
+
+        rows = pd.DataFrame({"group": data["scored"], "label": data["cell"],
+                             "verdict": [self._verdict(r) for r in data.itertuples()],
+                             "difference": data["gain"], "low": data["gain_low"], "high": data["gain_high"],
+                             "reason": [("untestable: " + r) if r != "beats random init" and not b else ""
+                                        for r, b in zip(data["reason"], data["gain"].notna())],
+                             "unit": "pp"})
+        title = ("Does SSL pretraining beat random init? Every cell (framework/model/partition or graph/strategy) "
+                 "against the same backbone from random init")
+        note = ctx.note("protocol and dataset per group") + " · pretrained - random init, paired by seed"
+        return {"pretraining_gain.png": lambda path: forest(rows, path, title,
+                                                            "gain ({unit}); bar: 95 % interval over seeds", note)}
+
+    @staticmethod
+    def _verdict(row: Any) -> str:
+        return verdict(row.interval, +1) if row.interval is not None else UNTESTABLE
+
     def csv(self, data: pd.DataFrame) -> pd.DataFrame:
-        out = data.drop(columns=["pretrained", "random", "interval", "runs"])
+        out = data.drop(columns=["pretrained", "random", "interval", "runs", "compared"])
         return out.assign(
             pretrained_mean=[s["mean"] for s in data["pretrained"]],
             pretrained_ci=[s["ci"] for s in data["pretrained"]],

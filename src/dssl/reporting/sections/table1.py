@@ -13,16 +13,17 @@ Claims checked (paired by seed, gated on pretraining beating random init):
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare, difference_of_differences
 from dssl.reporting.results import summarise
-from dssl.reporting.sections.base import FOLDER, ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import FIGURES, FOLDER, ReportContext, ReportSection, register_section
 from dssl.reporting.tables import (
-    CELL_NOTE, FAMILY_ORDER, METHOD_ORDER, dataset_name, drop_pp, family_name, format_drop, format_summary,
-    index_in, markdown_table, row_label,
+    CELL_NOTE, FAMILY_ORDER, METHOD_ORDER, cell_name, compared_cells, dataset_name, drop_pp, family_name,
+    format_drop, format_summary, index_in, markdown_table, row_label,
 )
 
 IID, LABEL, FEATURE = "IID", "L/non-IID", "F/non-IID"
@@ -167,12 +168,15 @@ class Table1(ReportSection):
             if setting == IID or iid is None:
                 continue
             subject = f"{row}, {dataset_name(dataset)} {setting}"
+            cells_named = compared_cells(cell, iid)
             blocked = gate.untestable({f"{row} {IID}": iid, f"{row} {setting}": cell})
             if blocked:
-                found.append(Finding(self.name, CLAIM_DROP, subject, UNTESTABLE, None, blocked))
+                found.append(Finding(self.name, CLAIM_DROP, subject, UNTESTABLE, None, blocked, cells=cells_named,
+                                     expected_sign=-1))
                 continue
             diff, outcome = compare(cell, iid, -1)
-            found.append(Finding(self.name, CLAIM_DROP, subject, outcome, diff, "non-IID - IID"))
+            found.append(Finding(self.name, CLAIM_DROP, subject, outcome, diff, "non-IID - IID", cells=cells_named,
+                                 expected_sign=-1))
         return found
 
     def _mae_findings(self, cells: dict, gate: PretrainingGate) -> list[Finding]:
@@ -185,25 +189,39 @@ class Table1(ReportSection):
                     continue
                 four = [cells[k] for k in keys]
                 subject = f"{family}, {dataset_name(dataset)} {setting}"
+                cells_named = compared_cells(*four)
                 blocked = gate.untestable({f"{r} {s}": cells[(r, dataset, s)] for r, _, s in keys})
                 if blocked:
-                    found.append(Finding(self.name, CLAIM_MAE, subject, UNTESTABLE, None, blocked))
+                    found.append(Finding(self.name, CLAIM_MAE, subject, UNTESTABLE, None, blocked, cells=cells_named))
                     continue
                 diff, outcome = difference_of_differences(*four, +1)
                 found.append(Finding(self.name, CLAIM_MAE, subject, outcome, diff,
-                                     "(MAE non-IID - IID) - (SimSiam non-IID - IID)"))
+                                     "(MAE non-IID - IID) - (SimSiam non-IID - IID)", cells=cells_named))
         return found
+
+    def _named(self, table: pd.DataFrame) -> pd.DataFrame:
+        """Row labels with their model (reference rows: their whole cell), column labels with their partition."""
+        runs = self._runs
+        fl = runs[runs["framework"] == "fl"]
+        rows = {row: (group.iloc[0]["model"] if group.iloc[0]["framework"] == "fl" else cell_name(group.iloc[0]))
+                for row, group in runs.groupby("row", sort=False)}
+        columns = {f"{dataset_name(d)} {s}": p for (d, s), p in fl.groupby(["dataset", "setting"])["partition"].first().items()}
+        return table.rename(index=lambda r: f"{r} ({rows[r]})" if r in rows else r,
+                            columns=lambda c: f"{c} ({columns[c]})" if c in columns else c)
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         paper = ctx.paper["table1_mim_vs_cl"]
         setting = paper["setting"]
         rows = [r for r in dict.fromkeys(data["row"]) if r in PAPER_ROWS]
         parts = [
+            f"![Table 1 as grouped bars: accuracy per model and setting]({FIGURES}/table1.png)",
             f"Top-1 accuracy in %: {CELL_NOTE}. In brackets the change from the IID column, as the paper "
             "prints it (↓ lower, ↑ higher). L/non-IID: Dirichlet label skew; F/non-IID: a fixed "
             "augmentation per client. The reference rows (random init, central pretraining) do not depend "
             "on the partition and fill the IID column only.",
-            "**Measured (this pipeline)**", markdown_table(wide_table(data)),
+            f"**Measured (this pipeline)**: FL cells fl/<model>/<partition>/{self.strategy}, scored with "
+            f"{self.protocol}; the model and partition of each row and column in brackets.",
+            markdown_table(self._named(wide_table(data))),
             f"**Paper A, Table 1** (FL pretraining on Mini-ImageNet, {setting['clients']} clients, "
             f"{setting['per_round']} per round, {setting['local_epochs']} local epochs, {setting['rounds']} "
             "rounds; full fine-tuning; mean of 3 trials, no spread printed)",
@@ -211,7 +229,17 @@ class Table1(ReportSection):
             else "No measured row has a counterpart in paper A's Table 1.",
             f"The cells with their intervals and MLflow runs: [{FOLDER}/table1.csv]({FOLDER}/table1.csv).",
             "**Claim check** (paired by seed; a claim is tested only where every compared pretraining beats "
-            "its random-init backbone)\n\n" + "\n".join(f"- {f.subject}: **{f.verdict}** — {f.evidence()}"
-                                                         for f in findings),
+            "its random-init backbone)\n\n" + "\n".join(f.line() for f in findings),
         ]
         return "\n\n".join(parts)
+
+    def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
+        from dssl.reporting.figures import grouped_bars
+
+        cells = data.assign(panel=[dataset_name(d) for d in data["dataset"]], hue=data["setting"])
+        datasets = ", ".join(dict.fromkeys(data["dataset"]))
+        title = (f"Table 1: FL pretraining (fl/<model>/<partition>/{self.strategy}) under IID and non-IID data; "
+                 "random-init and central references in the IID colour")
+        note = ctx.note(f"{self.protocol} on {datasets}") + " · bars: mean, whiskers: 95 % seed interval"
+        return {"table1.png": lambda path: grouped_bars(cells, path, SETTINGS, title,
+                                                        f"{protocol_name(self.protocol)} top-1 accuracy (%)", note)}

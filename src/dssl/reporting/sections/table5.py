@@ -18,7 +18,7 @@ from typing import Mapping
 import pandas as pd
 
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate
-from dssl.reporting.sections.base import ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import ReportContext, ReportSection, model_strategy_columns, register_section
 from dssl.reporting.stats import paired_difference, seed_interval, verdict
 from dssl.reporting.tables import markdown_table
 
@@ -35,12 +35,7 @@ class Table5(ReportSection):
 
     def __init__(self, columns: Mapping[str, str], partition: str = "fl-label",
                  closer: Mapping[str, str] | None = None, protocol: str = "finetune") -> None:
-        if not columns:
-            raise ValueError("columns (label -> '<model>:<strategy>') must be non-empty")
-        self.columns = {label: tuple(str(spec).split(":", 1)) for label, spec in columns.items()}
-        bad = [label for label, spec in self.columns.items() if len(spec) != 2 or not all(spec)]
-        if bad:
-            raise ValueError(f"columns {bad} must read '<model>:<strategy>'")
+        self.columns = model_strategy_columns(columns)
         self.closer = dict(closer or {})
         unknown = sorted({*self.closer, *self.closer.values()} - set(self.columns))
         if unknown:
@@ -73,17 +68,23 @@ class Table5(ReportSection):
             if near_cell.empty or far_cell.empty:
                 continue
             blocked = self._gate(ctx, gate, (near, far))
+            named = f"weight distance: {self._cell(near)} vs {self._cell(far)}"
             for pair in dict.fromkeys(near_cell["pair"]):
                 subject = f"{pair}: {near} vs {far}"
                 if blocked:
-                    found.append(Finding(self.name, CLAIM, subject, UNTESTABLE, None, blocked))
+                    found.append(Finding(self.name, CLAIM, subject, UNTESTABLE, None, blocked, cells=named))
                     continue
                 by_seed = {label: dict(zip(c[c["pair"] == pair]["seed"], c[c["pair"] == pair]["distance"]))
                            for label, c in ((near, near_cell), (far, far_cell))}
                 diff = paired_difference(by_seed[far], by_seed[near])
                 found.append(Finding(self.name, CLAIM, subject, verdict(diff, +1), diff, f"{far} - {near}",
-                                     unit="l2 distance"))
+                                     unit="l2 distance", cells=named))
         return found
+
+    def _cell(self, label: str) -> str:
+        """A column's models: the FL cell's global encoder and the stand-alone clients of its model."""
+        model, strategy = self.columns[label]
+        return f"fl/{model}/{self.partition}/{strategy} + local/{model}/{self.partition}"
 
     def _gate(self, ctx: ReportContext, gate: PretrainingGate, labels: tuple[str, ...]) -> str | None:
         results = ctx.results
@@ -100,13 +101,12 @@ class Table5(ReportSection):
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         cells = {(r.row, r.column): _distance_text(r.mean, r.ci, r.n) for r in data.itertuples()}
         rows = list(dict.fromkeys(data["row"]))
-        measured = pd.DataFrame({label: [cells.get((row, label), "") for row in rows] for label in self.columns},
+        measured = pd.DataFrame({f"{label} ({self._cell(label)})": [cells.get((row, label), "") for row in rows]
+                                 for label in self.columns},
                                 index=pd.Index(rows, name="l2 distance (sum over layers)"))
         parts = [f"Encoder weights of two clients of {self.partition} trained alone (from the FL run's initial "
                  "weights) against each other and against the FL cell's global model; mean ± 95 % interval over "
-                 "seeds [n]. Columns (model : strategy): "
-                 + "; ".join(f"{label} = {m} : {s}" for label, (m, s) in self.columns.items())
-                 + ". A client that trains alone has no z̄ to align to, so MAR's local models are MAE's and its "
+                 "seeds [n]; each column names its FL cell and stand-alone cell. A client that trains alone has no z̄ to align to, so MAR's local models are MAE's and its "
                  "column differs from MAE's through the global model only. Distances of different backbones "
                  "do not compare.", "**Measured (this pipeline)**", markdown_table(measured)]
         paper = ctx.paper.get(PAPER_KEY)
@@ -115,7 +115,7 @@ class Table5(ReportSection):
                       markdown_table(pd.DataFrame(paper["rows"], index=paper["columns"]).T.rename_axis("pair"))]
         parts.append(f"**Claim check**: {CLAIM} (paired by seed; tested only where both FL pretrainings beat "
                      f"random init on {self.protocol})\n\n"
-                     + ("\n".join(f"- {f.subject}: **{f.verdict}** — {f.evidence()}" for f in findings)
+                     + ("\n".join(f.line() for f in findings)
                         or "- no 'closer' comparison has both columns in this build"))
         return "\n\n".join(parts)
 
