@@ -166,6 +166,12 @@ def _evaluation_inputs(*cell_inputs: str) -> Templates:
     return lambda params: [*cell_inputs, *(f"data/prepared/{d}" for d in params["evaluate"]["datasets"])]
 
 
+def _feature_params(params: dict) -> list[str]:
+    """Fig. 3's features read the model and the ViT features the evaluations use (``evaluate.vit_pool``)."""
+    pool = ["evaluate.vit_pool"] if "vit_pool" in params["evaluate"] else []
+    return ["features", "pretrain.image_size", "models.{model}", *pool]
+
+
 def _evaluation_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
     def keys(params: dict) -> list[str]:
         protocols = params["evaluate"]["protocols"].get(framework, [])
@@ -313,7 +319,7 @@ KINDS: tuple[StageKind, ...] = (
               outputs=_const("reports/distances/{model}/{partition}/{strategy}/")),
     StageKind("features", "features:run", ("model", "partition", "strategy"),
               "Paper A's Fig. 3: test features of stand-alone clients and an FL cell's global model, one seed.",
-              grid=_feature_cells, params=_const("features", "pretrain.image_size", "models.{model}"),
+              grid=_feature_cells, params=_feature_params,
               inputs=_const("data/prepared/{dataset}", "models/local/{model}/{partition}",
                             "models/fl/{model}/{partition}/{strategy}"),
               outputs=_const("reports/features/{model}/{partition}/{strategy}/")),

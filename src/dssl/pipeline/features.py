@@ -97,7 +97,7 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
     labels = np.asarray(test.labels)[indices]
     features, rows = {}, []
     for label, weights in files.items():
-        encoder = _encoder(backbone, size, train.image_shape[0], weights, seed)
+        encoder = _encoder(backbone, size, train.image_shape[0], weights, seed, params["evaluate"].get("vit_pool"))
         reestimate_batchnorm(encoder, train)
         features[label] = extract_features(encoder, test, indices, batch_size=256).cpu().numpy().astype(np.float32)
         xy = embed(features[label], seed)
@@ -112,7 +112,8 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
                  **{name.replace(" ", "_"): matrix for name, matrix in features.items()})
         pd.DataFrame(rows).to_csv(tmp / "embedding.csv", index=False, float_format="%.5f")
         (tmp / "features.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    read = {"features": section, "pretrain": {"image_size": size}, "models": {model: params["models"][model]}}
+    read = {"features": section, "pretrain": {"image_size": size}, "models": {model: params["models"][model]},
+            **({"evaluate": {"vit_pool": params["evaluate"]["vit_pool"]}} if "vit_pool" in params["evaluate"] else {})}
     stage.log_runs([StageRecord(stage.stage_name, read, {"images": float(len(indices))},
                                 artifacts=[out / "features.json", out / "embedding.csv"],
                                 inputs=[prepared_dir(dataset), *files.values()], run=seed_dir(seed), seed=seed)])
