@@ -348,3 +348,14 @@ def test_params_files_survive_dvcs_yaml_round_trip(name: str) -> None:
     text = (REPO / name).read_text()
     rewritten = dumps_yaml(parse_yaml_for_update(text, name))
     assert loads_yaml(rewritten) == yaml.safe_load(text)   # read back as DVC reads params
+
+
+def test_verdict_records_must_exist_before_the_report_compares_them(good: dict, tmp_path: Path) -> None:
+    good["report"]["verdicts_elsewhere"] = {"avx2-kernels": "reports/verdicts/avx2-kernels", "bad": 3}
+    problems = problems_of(good, tmp_path)
+    assert problems["report.verdicts_elsewhere.avx2-kernels"] == \
+        "reports/verdicts/avx2-kernels/source.json does not exist"
+    assert problems["report.verdicts_elsewhere.bad"] == "must be a folder path, got 3"
+    (tmp_path / "reports/verdicts/avx2-kernels").mkdir(parents=True)
+    (tmp_path / "reports/verdicts/avx2-kernels/source.json").write_text("{}")
+    assert "report.verdicts_elsewhere.avx2-kernels" not in problems_of(good, tmp_path)

@@ -505,12 +505,20 @@ def check_report(c: Checker) -> None:
     report = c.section("report")
     if not report:
         return
-    c.unknown_keys(report, {"dataset", "sections"}, "report")
+    c.unknown_keys(report, {"dataset", "sections", "verdicts_elsewhere"}, "report")
     c.name_of(report, "dataset", (c.params.get("evaluate") or {}).get("datasets") or [], "report", "evaluate.datasets")
     sections = c.mapping(report.get("sections", {}), "report.sections")
     for name, options in (sections or {}).items():
         if options is not None:
             c.mapping(options, f"report.sections.{name}")
+    elsewhere = c.mapping(report["verdicts_elsewhere"], "report.verdicts_elsewhere") if "verdicts_elsewhere" in report else None
+    for label, folder in (elsewhere or {}).items():
+        path = f"report.verdicts_elsewhere.{label}"
+        if not isinstance(folder, str):
+            c.add(path, f"must be a folder path, got {folder!r}", "a folder written by `dssl verdicts export`")
+        elif not (c.root / folder / "source.json").is_file():
+            c.add(path, f"{folder}/source.json does not exist",
+                  f"record a finished run's verdicts there: `dssl verdicts export --label {label}`")
 
 
 @section_validator

@@ -218,14 +218,15 @@ REPORT_READS = ("evaluate_", "weight_distance", "features")   # kinds whose outp
 
 def _report_inputs(params: dict) -> list[str]:
     """Every evaluation result folder, every weight-distance (Table 5) and features (Fig. 3) folder, the
-    partition heatmaps and graph drawings the report shows, and the theory summary when the theory stage
-    runs."""
+    partition heatmaps and graph drawings the report shows, the theory summary when the theory stage
+    runs, and the verdict records of other runs it compares (``report.verdicts_elsewhere``)."""
     read = [kind for kind in KINDS if kind.name.startswith(REPORT_READS)]
     results = [out.rstrip("/").format(**fields) for kind in read
                for fields in kind.grid(params) for out in kind.outputs(params)]
     drawings = [plot.format(**fields) for kind in KINDS if kind.name in ("partitions", "graphs", "graph_improve")
                 for fields in kind.grid(params) for plot in kind.plots(params)]
-    return results + drawings + (["reports/theory"] if params.get("theory") else [])
+    elsewhere = list(((params.get("report") or {}).get("verdicts_elsewhere") or {}).values())
+    return results + drawings + (["reports/theory"] if params.get("theory") else []) + elsewhere
 
 
 def _report_params(params: dict) -> list[str]:
