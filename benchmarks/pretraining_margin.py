@@ -1,22 +1,24 @@
-"""Does pretraining beat the same backbone from random init? Paired margins over seeds, per model.
+"""Does pretraining beat the same backbone from random init? Paired margins over seeds, per model and cell.
 
     python benchmarks/pretraining_margin.py [--params params.yaml] [--models simsiam-cnn mae-cnn]
-        [--frameworks central fl-iid] [--protocols linear_probe linear_probe_10pct]
-        [--set pretrain.central.train.epochs=20 ...] [--no-bn-reestimate]
+        [--cells central fl-iid:fedavg uniform-5:decl-uniform] [--protocols linear_probe_10pct knn]
+        [--set pretrain.fl.train.rounds=60 ...] [--seeds 0 1 2 3 4] [--no-bn-reestimate]
 
-For every model, framework and seed of the params file it trains with the pipeline's own stage code
-(``pipeline.pretrain``: the central reference, or FedAvg on an FL partition), evaluates the encoder and
-the random-init backbone pretraining seed s started from (``pipeline.evaluate``'s encoder and BN
-re-estimation, ``dssl.evaluation`` protocols) on ``report.dataset`` and prints per model x framework x
-protocol: the random-init and pretrained test accuracy (mean over seeds), the paired per-seed difference
-with its 95 % Student-t interval (``reporting.stats.paired_difference``) and the training seconds (CPU
-time of the one-thread worker, i.e. its cost on one core whatever else shares the machine, summed over
-seeds; evaluation excluded). ``--set`` overrides params values (dotted path =
-YAML value) before validation, so settings can be compared without editing the params file.
+A cell is ``central`` (the pooled data), ``<partition>:<strategy>`` (FL on an entry of ``partitions``
+with a named entry of ``strategies``) or ``<graph>:<strategy>`` (DecL on an entry of ``graphs``). For
+every model, cell and seed it trains with the pipeline's own stage code (``pipeline.pretrain``),
+evaluates the encoder and the random-init backbone pretraining seed s started from
+(``pipeline.evaluate``'s encoder and BN re-estimation, ``dssl.evaluation`` protocols) on
+``report.dataset`` and prints per model x cell x protocol: the random-init and pretrained test accuracy
+(mean over seeds), the paired per-seed difference with its 95 % Student-t interval
+(``reporting.stats.paired_difference``) and the training seconds (CPU time of the one-thread worker,
+i.e. its cost on one core whatever else shares the machine, summed over seeds; evaluation excluded).
+``--set`` overrides params values (dotted path = YAML value) before validation, so settings can be
+compared without editing the params file.
 
 Everything is written under a fresh scratch folder (``--workdir``, default a new temporary folder):
-prepared data, partitions, checkpoints. Nothing is logged to MLflow. Tasks (model x framework x seed,
-and random-init x seed) run in the pipeline's worker processes, one torch thread each.
+prepared data, partitions, graphs, checkpoints. Nothing is logged to MLflow. Tasks (model x cell x
+seed, and random-init x seed) run in the pipeline's worker processes, one torch thread each.
 """
 
 from __future__ import annotations
@@ -53,30 +55,64 @@ def apply_overrides(params: dict, overrides: list[str]) -> dict:
     return params
 
 
-def prepare_data(params: dict, frameworks: list[str]) -> None:
-    """Prepare the pretraining and downstream datasets, and the FL partitions asked for (cwd layout)."""
+CENTRAL = "central"
+
+
+def parse_cell(params: dict, text: str) -> tuple[str, str | None, str | None]:
+    """``central``, ``<partition>:<strategy>`` or ``<graph>:<strategy>`` -> (framework, place, strategy)."""
+    if text == CENTRAL:
+        return CENTRAL, None, None
+    place, sep, strategy = text.partition(":")
+    if not sep or not strategy:
+        raise SystemExit(f"--cells {text!r}: expected 'central', '<partition>:<strategy>' or '<graph>:<strategy>'")
+    if strategy not in params["strategies"]:
+        raise SystemExit(f"--cells {text!r}: no strategy {strategy!r}; known: {sorted(params['strategies'])}")
+    if place in params["partitions"]:
+        return "fl", place, strategy
+    graphs = {**(params.get("graphs") or {}), **(params.get("improved_graphs") or {})}
+    if place in graphs:
+        return "decl", place, strategy
+    raise SystemExit(f"--cells {text!r}: {place!r} is neither a partition nor a graph of the params file")
+
+
+def prepare_data(params: dict, cells: list[tuple[str, str | None, str | None]]) -> None:
+    """Prepare the pretraining and downstream datasets, and the partitions and graphs the cells use."""
+    from dssl.config.sections import graph_partition
     from dssl.data.datasets import DATASETS
-    from dssl.pipeline.partition import build
+    from dssl.pipeline import graph, partition
+    from dssl.pipeline.pretrain import graph_spec
 
     for name in {params["pretrain"]["dataset"], params["report"]["dataset"]}:
         if not prepared_dir(name).exists():
             DATASETS[name].prepare(params["datasets"][name], prepared_dir(name))
-    for framework in frameworks:
-        if framework != "central":
-            build(framework, params["partitions"][framework])
+    for framework, place, _ in cells:
+        if framework == "fl":
+            partition.build(place, params["partitions"][place])
+        elif framework == "decl":
+            source = graph_partition(params, place)
+            partition.build(source, params["partitions"][source])
+            graph.build(place, graph_spec(params, place))
 
 
-def _cell(params: dict, framework: str, model: str):
-    from dssl.pipeline.pretrain import Cell, _params_read
-    from dssl.pipeline.layout import partition_dir
+def _cell(params: dict, framework: str, place: str | None, strategy: str | None, model: str):
+    from dssl.config.sections import graph_partition
+    from dssl.pipeline.layout import graph_file, partition_dir
+    from dssl.pipeline.pretrain import Cell, _params_read, graph_spec
 
     pretrain = params["pretrain"]
-    if framework == "central":
+    if framework == CENTRAL:
         read = _params_read(params, model, {"central": {"train": pretrain["central"]["train"]}})
-        return Cell(f"pretrain_central@{model}", "central", model, None, read)
-    read = _params_read(params, model, {"fl": {"train": pretrain["fl"]["train"]}},
-                        partitions={framework: params["partitions"][framework]})
-    return Cell(f"pretrain_fl@{model}-{framework}", "fl", model, framework, read, (partition_dir(framework),))
+        return Cell(f"pretrain_central@{model}", CENTRAL, model, None, read)
+    strategies = {strategy: params["strategies"][strategy]}
+    if framework == "fl":
+        read = _params_read(params, model, {"fl": {"train": pretrain["fl"]["train"]}},
+                            partitions={place: params["partitions"][place]}, strategies=strategies)
+        inputs = (partition_dir(place),)
+    else:
+        read = _params_read(params, model, {"decl": {"train": pretrain["decl"]["train"]}},
+                            graphs={place: graph_spec(params, place)}, strategies=strategies)
+        inputs = (partition_dir(graph_partition(params, place)), graph_file(place))
+    return Cell(f"pretrain_{framework}@{model}-{place}-{strategy}", framework, model, place, read, inputs, strategy)
 
 
 def evaluate_encoder(encoder, params: dict, protocols: list[str], seed: int) -> dict[str, float]:
@@ -90,23 +126,26 @@ def evaluate_encoder(encoder, params: dict, protocols: list[str], seed: int) -> 
 
 
 def run_task(params: dict, protocols: list[str], bn_reestimate: bool, task: tuple[str, str, int]) -> dict:
-    """One (framework, model or backbone, seed): train (unless random init), then evaluate."""
+    """One (cell or "random", model or backbone, seed): train (unless random init), then evaluate."""
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.pipeline import pretrain
     from dssl.pipeline.evaluate import _downstream, _encoder
 
-    framework, name, seed = task
+    cell_text, name, seed = task
     size = params["pretrain"]["image_size"]
     train, _ = _downstream(params["report"]["dataset"], size)
-    if framework == "random":
-        encoder = _encoder(name, size, train.image_shape[0], None, seed)
+    if cell_text == "random":
+        encoder = _encoder(name, size, train.image_shape[0], None, seed, params["evaluate"].get("vit_pool"))
         return {"task": task, "seconds": 0.0, "acc": evaluate_encoder(encoder, params, protocols, seed)}
-    run_seed = pretrain._central_seed if framework == "central" else pretrain._fl_seed
+    framework, place, strategy = parse_cell(params, cell_text)
+    run_seed = {CENTRAL: pretrain._central_seed, "fl": pretrain._fl_seed, "decl": pretrain._decl_seed}[framework]
     started = time.process_time()  # CPU seconds of this one-thread worker: the cost on one core
-    method, result, _ = run_seed(_cell(params, framework, name), params, seed)
+    method, result, _ = run_seed(_cell(params, framework, place, strategy, name), params, seed)
     seconds = time.process_time() - started
     method.load_state_dict(result.final_state)
     encoder = method.encoder
+    if params["evaluate"].get("vit_pool") and hasattr(encoder, "set_pool"):
+        encoder.set_pool(params["evaluate"]["vit_pool"])
     if bn_reestimate:
         reestimate_batchnorm(encoder, train)
     return {"task": task, "seconds": seconds, "acc": evaluate_encoder(encoder, params, protocols, seed),
@@ -119,37 +158,40 @@ def summarise(results: list[dict], params: dict, protocols: list[str]) -> list[d
     by_task = {r["task"]: r for r in results}
     rows = []
     cells = dict.fromkeys(t[:2] for t in by_task if t[0] != "random")  # in task order
-    for framework, model in cells:
+    for cell, model in cells:
         backbone = params["models"][model]["backbone"]
-        seeds = sorted(t[2] for t in by_task if t[:2] == (framework, model))
+        seeds = sorted(t[2] for t in by_task if t[:2] == (cell, model))
         for protocol in protocols:
-            pre = {s: by_task[(framework, model, s)]["acc"][protocol] for s in seeds}
+            pre = {s: by_task[(cell, model, s)]["acc"][protocol] for s in seeds}
             rnd = {s: by_task[("random", backbone, s)]["acc"][protocol] for s in seeds}
             diff = paired_difference(pre, rnd)
-            rows.append({"model": model, "framework": framework, "protocol": protocol,
+            rows.append({"model": model, "cell": cell, "protocol": protocol,
                          "random": sum(rnd.values()) / len(rnd), "pretrained": sum(pre.values()) / len(pre),
                          "diff": diff.mean, "low": diff.low, "high": diff.high,
-                         "seconds": sum(by_task[(framework, model, s)]["seconds"] for s in seeds),
-                         "loss": sum(by_task[(framework, model, s)]["final_loss"] for s in seeds) / len(seeds)})
+                         "per_seed": [pre[s] - rnd[s] for s in seeds],
+                         "seconds": sum(by_task[(cell, model, s)]["seconds"] for s in seeds),
+                         "loss": sum(by_task[(cell, model, s)]["final_loss"] for s in seeds) / len(seeds)})
     return rows
 
 
 def print_rows(rows: list[dict]) -> None:
-    header = f"{'model':<12} {'framework':<9} {'protocol':<19} {'random':>7} {'pretr.':>7} " \
+    header = f"{'model':<14} {'cell':<28} {'protocol':<19} {'random':>7} {'pretr.':>7} " \
              f"{'diff [95% CI]':>22} {'train s':>8} {'loss':>7}"
     print(header)
     for r in rows:
         ci = f"{100 * r['diff']:+.1f} [{100 * r['low']:+.1f}, {100 * r['high']:+.1f}]"
-        print(f"{r['model']:<12} {r['framework']:<9} {r['protocol']:<19} {100 * r['random']:7.1f} "
-              f"{100 * r['pretrained']:7.1f} {ci:>22} {r['seconds']:8.0f} {r['loss']:7.3f}")
+        per_seed = " ".join(f"{100 * d:+.1f}" for d in r["per_seed"])
+        print(f"{r['model']:<14} {r['cell']:<28} {r['protocol']:<19} {100 * r['random']:7.1f} "
+              f"{100 * r['pretrained']:7.1f} {ci:>22} {r['seconds']:8.0f} {r['loss']:7.3f}  per seed: {per_seed}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--models", nargs="+", help="default: pretrain.central.models")
-    parser.add_argument("--frameworks", nargs="+", default=["central"],
-                        help="'central' and/or FL partition names (e.g. fl-iid)")
+    parser.add_argument("--cells", nargs="+", default=[CENTRAL],
+                        help="'central', '<partition>:<strategy>' (FL) and/or '<graph>:<strategy>' (DecL)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="default: the params file's seeds")
     parser.add_argument("--protocols", nargs="+", help="default: evaluate.protocols.central")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--no-bn-reestimate", dest="bn_reestimate", action="store_false")
@@ -161,7 +203,8 @@ def main() -> None:
 
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="pretraining-margin-"))).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    params = apply_overrides(read_params(args.params), args.overrides)
+    overrides = [*args.overrides, *([f"seeds={args.seeds}"] if args.seeds else [])]
+    params = apply_overrides(read_params(args.params), overrides)
     (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     params = load_params(workdir / "params.yaml")  # validated, with the overrides
     models = args.models or params["pretrain"]["central"]["models"]
@@ -171,12 +214,13 @@ def main() -> None:
         raise SystemExit(f"protocols {missing} have no config under evaluate in {args.params}")
     os.chdir(workdir)
     started = time.perf_counter()
-    prepare_data(params, args.frameworks)
+    cells = [parse_cell(params, c) for c in args.cells]
+    prepare_data(params, cells)
     backbones = sorted({params["models"][m]["backbone"] for m in models})
-    tasks = [(f, m, s) for f in args.frameworks for m in models for s in params["seeds"]]
+    tasks = [(c, m, s) for c in args.cells for m in models for s in params["seeds"]]
     tasks += [("random", b, s) for b in backbones for s in params["seeds"]]
     results = [r for r, _ in run_tasks(partial(run_task, params, protocols, args.bn_reestimate), tasks)]
-    print(f"# {args.params} {' '.join(args.overrides)} | dataset {params['report']['dataset']} | seeds "
+    print(f"# {args.params} {' '.join(overrides)} | dataset {params['report']['dataset']} | seeds "
           f"{params['seeds']} | BN re-estimation {'on' if args.bn_reestimate else 'off'} | "
           f"wall {time.perf_counter() - started:.0f} s", file=sys.stdout)
     print_rows(summarise(results, params, protocols))

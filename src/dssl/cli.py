@@ -144,6 +144,15 @@ def _cmd_readme_sync(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verdicts_export(args: argparse.Namespace) -> int:
+    from dssl.pipeline.verdicts import export
+    from dssl.tracking import project_root
+
+    out = export(project_root(), args.params, args.label)
+    print(f"wrote {out}: this run's claims and source; list it in report.verdicts_elsewhere of the build to compare")
+    return 0
+
+
 def _cmd_tracking_serve(args: argparse.Namespace) -> int:
     from dssl.tracking.server import ServerError, serve
 
@@ -214,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     readme.add_argument("action", choices=["sync"])
     readme.add_argument("--check", action="store_true", help="exit 1 if README.md differs, change nothing")
     readme.set_defaults(func=_cmd_readme_sync)
+
+    verdicts = sub.add_parser("verdicts", help="a finished run's claims kept for another build's report")
+    verdicts.add_argument("action", choices=["export"])
+    verdicts.add_argument("--label", required=True, help="where it ran, e.g. avx2-kernels (reports/verdicts/<label>/)")
+    verdicts.add_argument("--params", type=Path, default=Path("params.yaml"))
+    verdicts.set_defaults(func=_cmd_verdicts_export)
     _add_lineage_parser(sub)
     return parser
 

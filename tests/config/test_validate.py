@@ -11,6 +11,7 @@ import yaml
 from dssl.cli import main
 from dssl.config.checker import ParamsError
 from dssl.config.params import load_params, read_params, validate
+from dssl.config.methods import declared_methods, value_problem
 from dssl.config.sections import DATASET_FACTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,10 +171,12 @@ def test_registry_names_match_the_validator() -> None:
     from dssl.evaluation import PROTOCOLS
     from dssl.methods import METHODS
     from dssl.models import BACKBONES
+    from dssl.models.vit import POOLS
 
-    assert sections.METHOD_NAMES == set(METHODS)
+    assert set(declared_methods()) == set(METHODS)
     assert sections.BACKBONE_NAMES == set(BACKBONES)
     assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
+    assert sections.VIT_POOLS == POOLS
     from dssl.federation.local import OPTIMIZERS, SCHEDULES
 
     assert sections.OPTIMIZER_NAMES == set(OPTIMIZERS) and sections.SCHEDULE_NAMES == set(SCHEDULES)
@@ -193,6 +196,49 @@ def test_a_strategy_entry_may_carry_its_own_optimizer_recipe(good: dict) -> None
     assert problems_of(good) == {"strategies.fedavg.train.optimizer.name": "unknown value 'lamb'",
                                  "strategies.fedavg.train.optimizer.base_lr": "must be > 0, got 0.0",
                                  "strategies.fedavg.train.optimizer.schedule": "unknown value 'step'"}
+
+
+def test_vit_pool_is_one_of_the_vit_features(good: dict) -> None:
+    good["evaluate"]["vit_pool"] = "mean"
+    assert problems_of(good)["evaluate.vit_pool"] == "unknown value 'mean'"
+    good["evaluate"]["vit_pool"] = "avg"
+    assert "evaluate.vit_pool" not in problems_of(good)
+
+
+def test_method_declarations_read_from_source_match_the_registry() -> None:
+    import inspect
+
+    from dssl.methods import METHODS
+
+    for name, cls in METHODS.items():
+        declared = declared_methods()[name]
+        assert declared.hparam_names == tuple(cls.hparam_names()), name
+        signature = inspect.signature(cls.__init__).parameters
+        for hparam in declared.hparams:
+            default = signature[hparam.name].default
+            assert value_problem(default, hparam.annotation) is None, (name, hparam, default)
+
+
+def test_model_hyper_parameters_are_checked_before_any_stage_runs(good: dict) -> None:
+    good["models"]["mae-vit"]["hparams"] = {"mask_ratoi": 0.5, "norm_pix_loss": "yes", "decoder_dim": 64}
+    good["models"]["simsiam-cnn"]["hparams"] = {"predictor": 1}
+    problems = {p.path: str(p) for p in validate(good, REPO)}
+    assert "method 'mae' has no hyper-parameter 'mask_ratoi'" in problems["models.mae-vit.hparams.mask_ratoi"]
+    assert "mask_ratio" in problems["models.mae-vit.hparams.mask_ratoi"]   # the hint lists the accepted names
+    assert "'yes' is not bool" in problems["models.mae-vit.hparams.norm_pix_loss"]
+    assert "models.mae-vit.hparams.decoder_dim" not in problems
+    assert "1 is not bool" in problems["models.simsiam-cnn.hparams.predictor"]
+
+
+@pytest.mark.parametrize("value, annotation, fits", [
+    (0.5, "float", True), (1, "float", True), (True, "float", False), ("0.5", "float", False),
+    (None, "int | None", True), (3, "int | None", True), (3.0, "int | None", False),
+    ("v2", "Literal['v1', 'v2']", True), ("v3", "Literal['v1', 'v2']", False),
+    ([0.2, 1.0], "tuple[float, float]", True), ([0.2], "tuple[float, float]", False),
+    ([32, 64, 128], "Sequence[int]", True), ("x", "nn.Module", True),   # unreadable annotations pass
+])
+def test_hyper_parameter_values_against_annotations(value, annotation, fits) -> None:
+    assert (value_problem(value, annotation) is None) == fits
 
 
 def test_strategy_entries_are_checked_against_the_strategy_registry(good: dict) -> None:
@@ -360,3 +406,14 @@ def test_params_files_survive_dvcs_yaml_round_trip(name: str) -> None:
     text = (REPO / name).read_text()
     rewritten = dumps_yaml(parse_yaml_for_update(text, name))
     assert loads_yaml(rewritten) == yaml.safe_load(text)   # read back as DVC reads params
+
+
+def test_verdict_records_must_exist_before_the_report_compares_them(good: dict, tmp_path: Path) -> None:
+    good["report"]["verdicts_elsewhere"] = {"avx2-kernels": "reports/verdicts/avx2-kernels", "bad": 3}
+    problems = problems_of(good, tmp_path)
+    assert problems["report.verdicts_elsewhere.avx2-kernels"] == \
+        "reports/verdicts/avx2-kernels/source.json does not exist"
+    assert problems["report.verdicts_elsewhere.bad"] == "must be a folder path, got 3"
+    (tmp_path / "reports/verdicts/avx2-kernels").mkdir(parents=True)
+    (tmp_path / "reports/verdicts/avx2-kernels/source.json").write_text("{}")
+    assert "report.verdicts_elsewhere.avx2-kernels" not in problems_of(good, tmp_path)

@@ -96,3 +96,21 @@ def test_unknown_name_lists_known_names():
     with pytest.raises(ValueError):
         create_backbone("resnet50", 32, 3)
     assert str(UnknownNameError("plain")) == "plain"
+
+
+def test_vit_small_keeps_a_four_by_four_token_grid_at_any_multiple_of_four() -> None:
+    assert create_backbone("vit_small", 16, 1).patch_size == 4
+    assert create_backbone("vit_small", 8, 1).patch_size == 2
+    assert create_backbone("vit_small", 8, 1).num_patches == 16
+
+
+def test_vit_pool_avg_returns_the_mean_of_the_final_norm_patch_tokens() -> None:
+    torch.manual_seed(0)
+    vit = create_backbone("vit_small", 8, 1).eval()
+    x = torch.rand(3, 1, 8, 8)
+    tokens = vit.forward_features(x)            # [B, 1 + 16, D] after the final norm
+    assert torch.equal(vit(x), tokens[:, 0])    # default: the class token
+    vit.set_pool("avg")
+    torch.testing.assert_close(vit(x), tokens[:, 1:].mean(dim=1))
+    with pytest.raises(ValueError, match="unknown ViT pool 'mean'; known: token, avg"):
+        vit.set_pool("mean")

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from dssl.config.checker import Checker, section_validator
+from dssl.config.methods import declared_methods, value_problem  # torch-free: read from the method modules
 from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
 from dssl.data.layouts import LayoutProblem, detect_layout, layout_help  # standard library only
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
@@ -182,10 +183,11 @@ def check_graphs(c: Checker) -> None:
 
 
 # Registry names the training sections may use. Kept here so validation never imports torch; a test
-# keeps each set equal to its registry (dssl.methods.METHODS, dssl.models.BACKBONES, ...).
-METHOD_NAMES = {"simsiam", "mae", "mae_cnn", "byol", "simclr", "moco", "orchestra"}
+# keeps each set equal to its registry (dssl.models.BACKBONES, ...). Methods are read from their
+# modules (dssl.config.methods), with their hyper-parameters.
 BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
 PROTOCOL_NAMES = set(PROTOCOLS)
+VIT_POOLS = ("token", "avg")   # dssl.models.vit.POOLS: which features a ViT hands to evaluation
 FRAMEWORKS = ("fl", "decl", "central", "local", "random")
 OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
 OPTIMIZER_NAMES = {"sgd", "adamw", "adam"}
@@ -214,10 +216,26 @@ def backbone_family(backbone: str) -> str:
 def check_models(c: Checker) -> None:
     for name, path, spec in c.entries("models"):
         c.unknown_keys(spec, {"method", "backbone", "hparams"}, path)
-        c.choice(spec, "method", METHOD_NAMES, path)
+        method = c.choice(spec, "method", declared_methods(), path)
         c.choice(spec, "backbone", BACKBONE_NAMES, path)
-        if "hparams" in spec:
-            c.mapping(spec["hparams"], f"{path}.hparams")
+        hparams = c.mapping(spec["hparams"], f"{path}.hparams") if "hparams" in spec else None
+        if method is not None and hparams:
+            _check_method_hparams(c, declared_methods()[method], hparams, f"{path}.hparams")
+
+
+def _check_method_hparams(c: Checker, method, hparams: dict, path: str) -> None:
+    """A model's ``hparams``: keyword-only arguments of its method's constructor, each value of the
+    argument's annotated type (ranges are the method's to check when it is built)."""
+    accepted = method.hparam_names
+    for key, value in hparams.items():
+        if key not in accepted:
+            c.add(f"{path}.{key}", f"method {method.name!r} has no hyper-parameter {key!r}",
+                  f"accepted: {', '.join(accepted)}")
+            continue
+        hparam = method.hparam(key)
+        problem = value_problem(value, hparam.annotation)
+        if problem:
+            c.add(f"{path}.{key}", problem, f"method {method.name!r} default: {hparam.default}")
 
 
 def _name_list(c: Checker, entry: dict, key: str, names, path: str, what: str) -> list:
@@ -467,7 +485,9 @@ def check_evaluate(c: Checker) -> None:
     if not evaluate:
         return
     path = "evaluate"
-    c.unknown_keys(evaluate, {"datasets", "random_backbones", "protocols", *PROTOCOL_NAMES}, path)
+    c.unknown_keys(evaluate, {"datasets", "random_backbones", "protocols", "vit_pool", *PROTOCOL_NAMES}, path)
+    if "vit_pool" in evaluate:
+        c.choice(evaluate, "vit_pool", VIT_POOLS, path)
     datasets = c.params.get("datasets") or {}
     for name in _name_list(c, evaluate, "datasets", datasets, path, "datasets"):
         if name in DATASET_FACTS and not has_test_split(name, datasets.get(name) or {}, c.root):
@@ -560,12 +580,20 @@ def check_report(c: Checker) -> None:
     report = c.section("report")
     if not report:
         return
-    c.unknown_keys(report, {"dataset", "sections"}, "report")
+    c.unknown_keys(report, {"dataset", "sections", "verdicts_elsewhere"}, "report")
     c.name_of(report, "dataset", (c.params.get("evaluate") or {}).get("datasets") or [], "report", "evaluate.datasets")
     sections = c.mapping(report.get("sections", {}), "report.sections")
     for name, options in (sections or {}).items():
         if options is not None:
             c.mapping(options, f"report.sections.{name}")
+    elsewhere = c.mapping(report["verdicts_elsewhere"], "report.verdicts_elsewhere") if "verdicts_elsewhere" in report else None
+    for label, folder in (elsewhere or {}).items():
+        path = f"report.verdicts_elsewhere.{label}"
+        if not isinstance(folder, str):
+            c.add(path, f"must be a folder path, got {folder!r}", "a folder written by `dssl verdicts export`")
+        elif not (c.root / folder / "source.json").is_file():
+            c.add(path, f"{folder}/source.json does not exist",
+                  f"record a finished run's verdicts there: `dssl verdicts export --label {label}`")
 
 
 @section_validator

@@ -11,7 +11,7 @@ needs (see :mod:`dssl.models.vit`).
 | resnet18_imagenet | ResNet-18, 7x7 stem + max-pool | paper A (Mini-ImageNet) |
 | tiny_vit | ViT, patch 14 (224 px), dim 320, depth 9, 16 heads | paper A's Tiny-ViT |
 | cnn_small | 3 conv-BN-ReLU layers (32, 64, 128) | embedded CPU profile |
-| vit_small | ViT, patch 4, dim 96, depth 2, 4 heads | embedded CPU profile |
+| vit_small | ViT, 4 x 4 patches (patch = image side / 4), dim 96, depth 2, 4 heads | embedded CPU profile |
 """
 
 from __future__ import annotations
@@ -63,9 +63,11 @@ def cnn_small(image_size: int, in_chans: int, widths: tuple[int, ...] = (32, 64,
 
 @BACKBONES.register("vit_small")
 def vit_small(
-    image_size: int, in_chans: int, patch_size: int = 4, depth: int = 2, num_heads: int = 4
+    image_size: int, in_chans: int, patch_size: int | None = None, depth: int = 2, num_heads: int = 4
 ) -> ViTBackbone:
-    """Small ViT for the embedded profile: patch 4 (4 x 4 tokens at 16 px), dim 96, depth 2, 4 heads."""
+    """Small ViT for the embedded profile: a 4 x 4 grid of tokens (patch = image side / 4: 4 px at
+    16 px, 2 px at the digits' native 8 px), dim 96, depth 2, 4 heads."""
+    patch_size = patch_size or max(1, image_size // 4)
     return ViTBackbone(image_size, in_chans, patch_size, embed_dim=96, depth=depth, num_heads=num_heads)
 
 

@@ -34,11 +34,17 @@ def sincos_2d_pos_embed(embed_dim: int, grid_size: int, cls_token: bool = True) 
     return emb.float().unsqueeze(0)
 
 
+# Which features ``forward`` returns (timm's ``global_pool`` names): the final-norm class token, or the
+# mean of the final-norm patch tokens (MAE fine-tunes on the latter; MAE's class token is barely trained
+# by its reconstruction loss).
+POOLS = ("token", "avg")
+
+
 class ViTBackbone(VisionTransformer):
     """ViT (Dosovitskiy et al., 2021) with a class token and fixed 2-D sin-cos position embeddings.
 
     ``forward(x)`` returns the final-norm class token, [B, embed_dim] (MAE's linear-probe feature and
-    MoCo v3's). Position embeddings are fixed, as in MAE and MoCo v3, so they are not trainable
+    MoCo v3's), or after ``set_pool("avg")`` the mean of the final-norm patch tokens. Position embeddings are fixed, as in MAE and MoCo v3, so they are not trainable
     parameters; qkv has a bias and LayerNorm eps is 1e-6 (timm's and MAE's ViT defaults).
     """
 
@@ -73,6 +79,12 @@ class ViTBackbone(VisionTransformer):
         with torch.no_grad():
             self.pos_embed.copy_(sincos_2d_pos_embed(embed_dim, grid, cls_token=True))
         self.pos_embed.requires_grad_(False)
+
+    def set_pool(self, pool: str) -> None:
+        """``forward`` returns the class token (``token``) or the mean of the patch tokens (``avg``)."""
+        if pool not in POOLS:
+            raise ValueError(f"unknown ViT pool {pool!r}; known: {', '.join(POOLS)}")
+        self.reset_classifier(0, global_pool=pool)
 
     @property
     def feature_dim(self) -> int:

@@ -173,10 +173,17 @@ def _evaluation_inputs(*cell_inputs: str) -> Templates:
     return lambda params: [*cell_inputs, *(f"data/prepared/{d}" for d in params["evaluate"]["datasets"])]
 
 
+def _feature_params(params: dict) -> list[str]:
+    """Fig. 3's features read the model and the ViT features the evaluations use (``evaluate.vit_pool``)."""
+    pool = ["evaluate.vit_pool"] if "vit_pool" in params["evaluate"] else []
+    return ["features", "pretrain.image_size", "models.{model}", *pool]
+
+
 def _evaluation_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
     def keys(params: dict) -> list[str]:
         protocols = params["evaluate"]["protocols"].get(framework, [])
-        return ["pretrain.image_size", "evaluate.datasets", f"evaluate.protocols.{framework}",
+        pool = ["evaluate.vit_pool"] if "vit_pool" in params["evaluate"] else []
+        return ["pretrain.image_size", "evaluate.datasets", f"evaluate.protocols.{framework}", *pool,
                 *(f"evaluate.{p}" for p in protocols), *extra, "seeds"]
     return keys
 
@@ -219,7 +226,8 @@ REPORT_READS = ("evaluate_", "weight_distance", "features")   # kinds whose outp
 def _report_inputs(params: dict) -> list[str]:
     """Every evaluation result folder, every weight-distance (Table 5) and features (Fig. 3) folder, every
     graph's statistics (Table 6 states its mixing rules' distances), the partition heatmaps and graph
-    drawings the report shows, and the theory summary when the theory stage runs."""
+    drawings the report shows, the theory summary when the theory stage runs, and the verdict records of
+    other runs it compares (``report.verdicts_elsewhere``)."""
     read = [kind for kind in KINDS if kind.name.startswith(REPORT_READS)]
     results = [out.rstrip("/").format(**fields) for kind in read
                for fields in kind.grid(params) for out in kind.outputs(params)]
@@ -227,7 +235,8 @@ def _report_inputs(params: dict) -> list[str]:
                                                              *(params.get("improved_graphs") or {})]]
     drawings = [plot.format(**fields) for kind in KINDS if kind.name in ("partitions", "graphs", "graph_improve")
                 for fields in kind.grid(params) for plot in kind.plots(params)]
-    return results + graphs + drawings + (["reports/theory"] if params.get("theory") else [])
+    elsewhere = list(((params.get("report") or {}).get("verdicts_elsewhere") or {}).values())
+    return results + graphs + drawings + (["reports/theory"] if params.get("theory") else []) + elsewhere
 
 
 def _report_params(params: dict) -> list[str]:
@@ -321,7 +330,7 @@ KINDS: tuple[StageKind, ...] = (
               outputs=_const("reports/distances/{model}/{partition}/{strategy}/")),
     StageKind("features", "features:run", ("model", "partition", "strategy"),
               "Paper A's Fig. 3: test features of stand-alone clients and an FL cell's global model, one seed.",
-              grid=_feature_cells, params=_const("features", "pretrain.image_size", "models.{model}"),
+              grid=_feature_cells, params=_feature_params,
               inputs=_const("data/prepared/{dataset}", "models/local/{model}/{partition}",
                             "models/fl/{model}/{partition}/{strategy}"),
               outputs=_const("reports/features/{model}/{partition}/{strategy}/")),

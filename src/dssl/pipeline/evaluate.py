@@ -96,8 +96,12 @@ def _downstream(dataset: str, size: int):
     return resized(load_split(folder, "train"), size), resized(load_split(folder, "test"), size)
 
 
-def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None, seed: int, device: str):
-    """Seed s's encoder: its pretrained weights, or the backbone pretraining seed s started from."""
+def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None, seed: int, device: str,
+             vit_pool: str | None = None):
+    """Seed s's encoder: its pretrained weights, or the backbone pretraining seed s started from.
+
+    ``vit_pool`` (``evaluate.vit_pool``): which features a ViT hands to the protocols, the class token or
+    the mean of its patch tokens; the same for pretrained and random-init encoders."""
     import torch
 
     from dssl.artifacts import ArtifactError, load_torch
@@ -110,6 +114,8 @@ def _encoder(backbone: str, image_size: int, in_chans: int, weights: Path | None
             encoder.load_state_dict(load_torch(weights))
         except RuntimeError as err:
             raise ArtifactError(weights, f"does not fit backbone {backbone!r} ({str(err).splitlines()[0]})") from err
+    if vit_pool is not None and hasattr(encoder, "set_pool"):
+        encoder.set_pool(vit_pool)
     return encoder.to(device)
 
 
@@ -171,7 +177,8 @@ def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str,
     size = params["pretrain"]["image_size"]
     train, test = _downstream(dataset, size)
     weights = subject.weights(seed, client)
-    encoder = _encoder(subject.backbone, size, train.image_shape[0], weights, seed, device)
+    encoder = _encoder(subject.backbone, size, train.image_shape[0], weights, seed, device,
+                       params["evaluate"].get("vit_pool"))
     sizes = subject.parameter_counts(weights, encoder)
     if subject.pretrained:
         reestimate_batchnorm(encoder, train)
@@ -251,7 +258,8 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     results = run_tasks(partial(_evaluate_task, subject, params, stage.stage_name, device), tasks, device)
     if subject.clients:
         results = mean_over_clients(results)
-    read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", *params["evaluate"]["protocols"][subject.framework])},
+    read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", "vit_pool", *params["evaluate"]["protocols"][subject.framework])
+                         if key in params["evaluate"]},
             "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": params["seeds"]}
     strategy = subject.describe.get("strategy")
     if strategy:

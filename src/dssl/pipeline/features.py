@@ -84,6 +84,7 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.evaluation.common import extract_features
     from dssl.pipeline.evaluate import _downstream, _encoder
+    from dssl.pipeline.workers import stage_device
 
     stage = Stage("features", f"{model}-{partition}-{strategy}", params_path)
     params = stage.params
@@ -91,13 +92,15 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
     seed, dataset = int(section["seed"]), section["dataset"]
     clients = [int(c) for c in section["clients"]]
     files = encoder_files(model, partition, strategy, clients, seed)
+    device = str(stage_device({}))   # auto: inference on a few hundred images needs no request of its own
     size, backbone = params["pretrain"]["image_size"], params["models"][model]["backbone"]
     train, test = _downstream(dataset, size)
     indices = _test_subset(test.labels, section.get("images"), seed)
     labels = np.asarray(test.labels)[indices]
     features, rows = {}, []
     for label, weights in files.items():
-        encoder = _encoder(backbone, size, train.image_shape[0], weights, seed)
+        encoder = _encoder(backbone, size, train.image_shape[0], weights, seed, device,
+                           params["evaluate"].get("vit_pool"))
         reestimate_batchnorm(encoder, train)
         features[label] = extract_features(encoder, test, indices, batch_size=256).cpu().numpy().astype(np.float32)
         xy = embed(features[label], seed)
@@ -112,7 +115,8 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
                  **{name.replace(" ", "_"): matrix for name, matrix in features.items()})
         pd.DataFrame(rows).to_csv(tmp / "embedding.csv", index=False, float_format="%.5f")
         (tmp / "features.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    read = {"features": section, "pretrain": {"image_size": size}, "models": {model: params["models"][model]}}
+    read = {"features": section, "pretrain": {"image_size": size}, "models": {model: params["models"][model]},
+            **({"evaluate": {"vit_pool": params["evaluate"]["vit_pool"]}} if "vit_pool" in params["evaluate"] else {})}
     stage.log_runs([StageRecord(stage.stage_name, read, {"images": float(len(indices))},
                                 artifacts=[out / "features.json", out / "embedding.csv"],
                                 inputs=[prepared_dir(dataset), *files.values()], run=seed_dir(seed), seed=seed)])

@@ -140,6 +140,7 @@ def run_summary(root: Path, params: dict, profile: str) -> dict[str, Any]:
 def run(params_path: Path | str) -> Path:
     stage = Stage("report", "", params_path)
     params = stage.params
+    from dssl.pipeline.verdicts import load_records
     from dssl.reporting.readme import write_report
     from dssl.reporting.sections import FIGURES, FOLDER, check_sections_or_raise
 
@@ -156,6 +157,7 @@ def run(params_path: Path | str) -> Path:
         "features": FEATURES,            # every features output (Fig. 3)
         "data_figures": data_figures(params),
         "run": run_summary(stage.root, params, stage.profile),
+        "verdict_records": load_records(stage.root, Path(params_path), report.get("verdicts_elsewhere") or {}),
         "assets": [REPORTS],             # the partitions' and graphs' drawings, the theory figures
         "graphs": GRAPHS,                # every graph's statistics (Table 6: the mixing rules' distances)
         "models": params["models"], "strategies": params["strategies"],   # what each row ran

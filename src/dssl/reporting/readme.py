@@ -19,6 +19,7 @@ from dssl.reporting.claims import ALL_VERDICTS, UNTESTABLE, Finding, gate_failur
 from dssl.reporting.results import load_graph_stats, load_results, load_weight_distances
 from dssl.reporting.sections import FIGURES, FOLDER, ReportContext, SectionOutput, create_section
 from dssl.reporting.tables import dataset_name, load_paper_numbers, markdown_table
+from dssl.reporting.verdicts import VerdictRecord, fragile_keys, is_fragile, verdicts_elsewhere
 
 TITLE = "# Distributed SSL under non-IID data: the papers' tables and figures at this build's scale"
 SCALE_NOTE = (
@@ -40,6 +41,8 @@ VERDICTS_TITLE = "## Verdicts per claim"
 CONTENTS_TITLE = "## Contents"
 SETTINGS_TITLE = "## Settings"
 CLAIMS_TITLE = "## Claims at a glance"
+ELSEWHERE_TITLE = "## Verdicts on other CPU kernels"
+FRAGILE = "fragile"
 PRECONDITION = "pretraining_gain"
 CLAIMS_FIGURE = "claims.png"
 FOREST_X_LABEL = "paired difference ({unit}), signed so that > 0 is the paper's direction; bar: 95 % interval over seeds"
@@ -55,29 +58,47 @@ def checked_claims(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.section != PRECONDITION]
 
 
-def render_readme(ctx: ReportContext, outputs: list[SectionOutput]) -> str:
-    """The text of reports/README.md from rendered sections."""
+def render_readme(ctx: ReportContext, outputs: list[SectionOutput],
+                  records: list[VerdictRecord] = ()) -> str:
+    """The text of reports/README.md from rendered sections and the verdict records of other runs."""
     findings = [f for out in outputs for f in out.findings]
-    parts = [TITLE, summary(ctx, findings), verdicts_per_claim(findings), contents(outputs),
-             settings_list(ctx.settings), claims_summary(findings)]
+    elsewhere = verdicts_elsewhere(checked_claims(findings), list(records)) if records else None
+    fragile = fragile_keys(elsewhere) if elsewhere is not None else set()
+    parts = [TITLE, summary(ctx, findings, fragile, records), verdicts_per_claim(findings, fragile),
+             other_kernels(elsewhere, records), contents(outputs, bool(records)), settings_list(ctx.settings),
+             claims_summary(findings, fragile)]
     parts += [out.markdown for out in outputs]
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
 
 
-def summary(ctx: ReportContext, findings: list[Finding]) -> str:
+def summary(ctx: ReportContext, findings: list[Finding], fragile: set = frozenset(),
+            records: list[VerdictRecord] = ()) -> str:
     """What ran, the verdict counts and the claims overview figure: the report's first screen."""
     claims, preconditions = checked_claims(findings), [f for f in findings if f.section == PRECONDITION]
     lines = [SUMMARY_TITLE, what_ran(ctx)]
     if claims:
         counts = pd.Series([f.verdict for f in claims]).value_counts()
         lines.append(f"**{len(claims)} claims of the papers checked: " + ", ".join(
-            f"{int(counts.get(v, 0))} {v}" for v in ALL_VERDICTS) + ".**" + _gate_sentence(preconditions))
+            f"{int(counts.get(v, 0))} {v}" for v in ALL_VERDICTS) + ".**" + _gate_sentence(preconditions)
+            + _fragile_sentence(claims, fragile, records))
         lines.append(f"![Every checked claim: paired difference with its 95 % interval, coloured by verdict]"
                      f"({FIGURES}/{CLAIMS_FIGURE})")
     else:
         lines.append("No claim of the papers could be checked in this build." + _gate_sentence(preconditions))
     lines.append(PAPER_SCALE_NOTE if ctx.profile == "paper" else SCALE_NOTE)
     return "\n\n".join(lines)
+
+
+def _fragile_sentence(claims: list[Finding], fragile: set, records: list[VerdictRecord]) -> str:
+    if not records:
+        return ""
+    compared = [r.label for r in records if r.comparable]
+    if not compared:
+        return (f" The verdicts recorded on other CPU kernels ({', '.join(r.label for r in records)}) come from other "
+                "params or code than this build: no claim is marked fragile (section \"Verdicts on other CPU kernels\").")
+    count = sum(is_fragile(f, fragile) for f in claims)
+    return (f" **{count} of {len(claims)} claims are {FRAGILE}**: the same params and code gave another verdict on "
+            f"{', '.join(compared)} (section \"Verdicts on other CPU kernels\").")
 
 
 def _gate_sentence(preconditions: list[Finding]) -> str:
@@ -110,8 +131,9 @@ def what_ran(ctx: ReportContext) -> str:
         label if len(machines) == 1 else f"{label} ({count} files)" for label, count in machines.items()) + "."
 
 
-def verdicts_per_claim(findings: list[Finding]) -> str:
-    """One row per claim of the papers: how many cells it was checked on and the verdicts there."""
+def verdicts_per_claim(findings: list[Finding], fragile: set = frozenset()) -> str:
+    """One row per claim of the papers: how many cells it was checked on and the verdicts there (and how
+    many of them are fragile, when other CPU kernels' verdicts are compared)."""
     claims = checked_claims(findings)
     if not claims:
         return ""
@@ -119,14 +141,34 @@ def verdicts_per_claim(findings: list[Finding]) -> str:
     table = frame.groupby("claim", sort=False)["verdict"].value_counts().unstack(fill_value=0)
     table = table.reindex(columns=list(ALL_VERDICTS), fill_value=0)
     table.insert(0, "checked", table.sum(axis=1))
+    if fragile:
+        counts = pd.Series([f.claim for f in claims if is_fragile(f, fragile)]).value_counts()
+        table[FRAGILE] = [int(counts.get(claim, 0)) for claim in table.index]
     return f"{VERDICTS_TITLE}\n\n" + markdown_table(table.astype(int))
 
 
-def contents(outputs: list[SectionOutput]) -> str:
+def other_kernels(elsewhere: pd.DataFrame | None, records: list[VerdictRecord]) -> str:
+    """Both verdict lists: this build's and each record's, claim by claim, with where each record ran."""
+    if elsewhere is None or not records:
+        return ""
+    lines = [ELSEWHERE_TITLE, "The same pipeline run elsewhere (`dssl verdicts export`, listed in "
+             "`report.verdicts_elsewhere`). A claim is **fragile** where a run with this build's params and code "
+             "gave another verdict: at this scale its verdict follows the CPU's kernels, not only the data.",
+             "\n".join(f"- {record.describe()}" for record in records)]
+    if elsewhere.empty:
+        return "\n\n".join(lines)
+    table = elsewhere.drop(columns=["section", "cells"]).copy()
+    table["fragile"] = table["fragile"].map({True: "**fragile**", False: ""})
+    lines.append(markdown_table(table, index=False))
+    return "\n\n".join(lines)
+
+
+def contents(outputs: list[SectionOutput], elsewhere: bool = False) -> str:
     """Links to the report's parts (GitHub's heading anchors, which the HTML rendering reproduces)."""
     from dssl.reporting.html import slug
 
-    headings = [SETTINGS_TITLE, CLAIMS_TITLE, *(out.markdown.split("\n", 1)[0] for out in outputs)]
+    headings = [*([ELSEWHERE_TITLE] if elsewhere else []), SETTINGS_TITLE, CLAIMS_TITLE,
+                *(out.markdown.split("\n", 1)[0] for out in outputs)]
     names = [h.removeprefix("## ") for h in headings]
     return f"{CONTENTS_TITLE}\n\n" + " · ".join(f"[{name}](#{slug(name)})" for name in names)
 
@@ -145,7 +187,7 @@ def settings_list(settings: Mapping[str, Any]) -> str:
     return "\n\n".join(lines)
 
 
-def claims_summary(findings: list[Finding]) -> str:
+def claims_summary(findings: list[Finding], fragile: set = frozenset()) -> str:
     """One row per checked claim of the papers: the claim, the complete compared cells, the verdict and
     the evidence (the pretraining gain is its own section)."""
     claims = checked_claims(findings)
@@ -157,18 +199,21 @@ def claims_summary(findings: list[Finding]) -> str:
                  "`<protocol> on <dataset>: <framework>/<model>/<partition or graph>/<strategy>`.")
     table = pd.DataFrame({"claim": [f.claim for f in claims], "compared": [f.subject for f in claims],
                           "cells": [f.cells for f in claims],
-                          "verdict": [f"**{f.verdict}**" for f in claims],
+                          "verdict": [f"**{f.verdict}**" + (f" ({FRAGILE})" if is_fragile(f, fragile) else "")
+                                      for f in claims],
                           "evidence": [f.evidence() for f in claims]})
     lines.append(markdown_table(table, index=False))
     return "\n\n".join(lines)
 
 
-def claims_forest(findings: list[Finding]) -> pd.DataFrame:
-    """The claims overview figure's rows (``figures.FOREST_COLUMNS``): every checked claim."""
+def claims_forest(findings: list[Finding], fragile: set = frozenset()) -> pd.DataFrame:
+    """The claims overview figure's rows (``figures.FOREST_COLUMNS``): every checked claim (a fragile one
+    labelled so)."""
     rows = []
     for f in checked_claims(findings):
         oriented = f.oriented() or (float("nan"),) * 3
-        rows.append({"group": f.claim, "label": f.subject, "verdict": f.verdict, "difference": oriented[0],
+        label = f.subject + (f" [{FRAGILE}]" if is_fragile(f, fragile) else "")
+        rows.append({"group": f.claim, "label": label, "verdict": f.verdict, "difference": oriented[0],
                      "low": oriented[1], "high": oriented[2], "reason": untestable_reason(f), "unit": f.unit})
     return pd.DataFrame(rows, columns=["group", "label", "verdict", "difference", "low", "high", "reason", "unit"])
 
@@ -207,9 +252,10 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
     ``weight_distances`` (the folder of the weight_distance stages' outputs), ``features`` (the folder of
     the features stages' outputs), ``graphs`` (the folder of the graph stages' outputs), ``models`` and
     ``strategies`` (params.yaml's entries, which sections quote to say what ran), ``data_figures`` (kind ->
-    name -> figure path relative to ``out_dir``, drawn by other stages), ``run`` (``what_ran``'s facts) and
-    ``assets`` (folders where the HTML rendering looks for images ``out_dir`` does not hold: the final
-    report folder when ``out_dir`` is a scratch copy). Returns written paths.
+    name -> figure path relative to ``out_dir``, drawn by other stages), ``run`` (``what_ran``'s facts),
+    ``verdict_records`` (the verdicts of other runs, ``verdicts.VerdictRecord``) and ``assets`` (folders
+    where the HTML rendering looks for images ``out_dir`` does not hold: the final report folder when
+    ``out_dir`` is a scratch copy). Returns written paths.
     """
     distances = context.get("weight_distances")
     graphs = context.get("graphs")
@@ -232,14 +278,21 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
         for name, draw in out.figures.items():
             written[name] = draw(figures / name)
     written["claims.csv"] = _write_csv(findings_frame(outputs), folder / "claims.csv")
-    forest_rows = claims_forest([f for out in outputs for f in out.findings])
+    records = list(context.get("verdict_records") or [])
+    findings = [f for out in outputs for f in out.findings]
+    fragile: set = set()
+    if records:
+        elsewhere = verdicts_elsewhere(checked_claims(findings), records)
+        fragile = fragile_keys(elsewhere)
+        written["verdicts_elsewhere.csv"] = _write_csv(elsewhere, folder / "verdicts_elsewhere.csv")
+    forest_rows = claims_forest(findings, fragile)
     if not forest_rows.empty:
         from dssl.reporting.figures import forest
 
         written[CLAIMS_FIGURE] = forest(forest_rows, figures / CLAIMS_FIGURE,
                                         "Every checked claim of the papers (grouped by claim)", FOREST_X_LABEL,
                                         ctx.note("each claim's protocol: see its cells in the claims table"))
-    text = render_readme(ctx, outputs)
+    text = render_readme(ctx, outputs, records)
     written["readme"] = out_dir / "README.md"
     written["readme"].write_text(text)
     from dssl.reporting.html import render_html

@@ -1,0 +1,101 @@
+"""Verdict records: a finished run's claims kept with what ran them, for another build's report.
+
+``dssl verdicts export --label <name>`` copies the report's ``claims.csv`` to
+``reports/verdicts/<name>/`` with ``source.json``: the md5 of the params file, a digest of the code (the
+``code`` stage's manifests: every file of every stage kind's import closure), the hardware the results
+were computed on (their result files' ``hardware``), the kernel pins in the environment and the git
+commit. A params file's ``report.verdicts_elsewhere`` (label -> such a folder) puts them in its report
+(``reporting.verdicts``): recorded with the same params md5 and code digest, they mark the claims whose
+verdict differs as fragile. The typical use: the same commit run once more with the kernels pinned to
+another instruction set (``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_CBWR=AVX2``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Mapping
+
+from dssl.artifacts import ArtifactError, read_json
+from dssl.pipeline.common import StageError, atomic_dir
+from dssl.pipeline.layout import METRICS
+from dssl.tracking.lineage import file_md5
+
+VERDICTS = Path("reports/verdicts")
+CLAIMS = Path("reports/sections/claims.csv")
+CODE_MANIFESTS = Path("reports/lineage/code")
+KERNEL_PINS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
+RECOVERY = "record it again: `dssl verdicts export --label <name>` after a finished run"
+
+
+def code_digest(root: Path) -> str:
+    """md5 over every code manifest's (kind, file, md5) rows: equal exactly when the code of every stage is."""
+    folder = root / CODE_MANIFESTS
+    manifests = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not manifests:
+        raise ArtifactError(folder, "no code manifests; run the pipeline (its code stage writes them) first")
+    rows = []
+    for path in manifests:
+        manifest = read_json(path, ("kind", "files"))
+        rows += [f"{manifest['kind']} {name} {md5}" for name, md5 in sorted(manifest["files"].items())]
+    return hashlib.md5("\n".join(rows).encode()).hexdigest()
+
+
+def _hardware(root: Path) -> list[str]:
+    """The distinct ``hardware`` labels of the run's result files."""
+    labels = {json.loads(path.read_text()).get("hardware") for path in (root / METRICS).rglob("*.json")}
+    return sorted(label for label in labels if label)
+
+
+def _commit(root: Path) -> str | None:
+    done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
+def source(root: Path, params_path: Path) -> dict:
+    """What a run's verdicts depend on: its params and code, hardware and kernel pins."""
+    return {"params_md5": file_md5(root / params_path), "code_digest": code_digest(root),
+            "hardware": _hardware(root), "kernels": {k: os.environ[k] for k in KERNEL_PINS if k in os.environ},
+            "commit": _commit(root), "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def export(root: Path, params_path: Path, label: str) -> Path:
+    """Write ``reports/verdicts/<label>/`` (claims.csv and source.json) from the run in ``root``."""
+    claims = root / CLAIMS
+    if not claims.is_file():
+        raise ArtifactError(claims, "no claims of a finished run; run the pipeline to its report first")
+    if not label or "/" in label or label.startswith("."):
+        raise StageError(f"--label {label!r}: give a plain name for where the run ran, e.g. avx2-kernels")
+    out = root / VERDICTS / label
+    with atomic_dir(out) as tmp:
+        (tmp / "claims.csv").write_bytes(claims.read_bytes())
+        (tmp / "source.json").write_text(json.dumps(source(root, params_path), indent=1, sort_keys=True) + "\n")
+    return out
+
+
+def load_records(root: Path, params_path: Path, entries: Mapping[str, str]):
+    """The verdict records a params file lists (label -> folder), each marked comparable when it ran
+    this build's params file and code."""
+    import pandas as pd
+
+    from dssl.reporting.verdicts import VerdictRecord
+
+    here = {"params_md5": file_md5(root / params_path), "code_digest": code_digest(root)}
+    records = []
+    for label, folder in entries.items():
+        folder = root / folder
+        recorded = read_json(folder / "source.json", ("params_md5", "code_digest"), recovery=RECOVERY)
+        try:
+            claims = pd.read_csv(folder / "claims.csv", keep_default_na=False)
+        except (OSError, pd.errors.ParserError) as err:
+            raise ArtifactError(folder / "claims.csv", f"unreadable ({err})", recovery=RECOVERY) from err
+        missing = {"section", "claim", "cells", "verdict"} - set(claims.columns)
+        if missing:
+            raise ArtifactError(folder / "claims.csv", f"lacks the columns {sorted(missing)}", recovery=RECOVERY)
+        comparable = all(recorded[key] == here[key] for key in here)
+        records.append(VerdictRecord(label, recorded, claims, comparable))
+    return records

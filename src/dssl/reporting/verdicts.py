@@ -1,0 +1,75 @@
+"""This build's verdicts beside those the same pipeline gave elsewhere (on other CPU kernels).
+
+A trained model's bits follow the kernels torch, oneDNN and MKL pick for the CPU, so at small scale a
+claim whose paired difference sits near 0 can change verdict with the machine. A finished run's claims
+(``claims.csv``) recorded with its source (``dssl verdicts export``: the params file's and the code's
+md5s, the hardware, the kernel pins) are *verdict records*; the report lists each record's verdicts
+beside its own and calls a claim **fragile** where a record made with the same params and code gives
+another verdict. A record from other params or code is shown with that warning and marks nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pandas as pd
+
+from dssl.reporting.claims import Finding
+
+KEY = ["section", "claim", "cells"]   # a claim's identity across runs: its section, wording and compared cells
+NOT_CHECKED = "not checked"
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """The claims of one run elsewhere: ``label`` (a name for where it ran), ``source`` (what it ran:
+    ``params_md5``, ``code_digest``, ``hardware``, ``kernels``, ``commit``, ``created``), its ``claims``
+    (the rows of its claims.csv) and whether it ran this build's params and code (``comparable``)."""
+
+    label: str
+    source: Mapping[str, Any]
+    claims: pd.DataFrame
+    comparable: bool
+
+    def describe(self) -> str:
+        """One line: where and what it ran, and whether its verdicts are compared."""
+        source = self.source
+        kernels = ", ".join(f"{k}={v}" for k, v in (source.get("kernels") or {}).items()) or "no kernel pins"
+        hardware = "; ".join(source.get("hardware") or []) or "hardware not recorded"
+        state = ("the same params and code as this build: its verdicts are compared" if self.comparable else
+                 "**other params or code than this build** (params md5 "
+                 f"{str(source.get('params_md5', '?'))[:8]}, code {str(source.get('code_digest', '?'))[:8]}): "
+                 "shown, not compared")
+        return (f"`{self.label}`: {hardware}, {kernels}; commit {str(source.get('commit') or '?')[:10]}, "
+                f"recorded {source.get('created', '?')}; {state}")
+
+
+def _key(section: str, claim: str, cells: str) -> tuple[str, str, str]:
+    return section, claim, cells
+
+
+def verdicts_elsewhere(findings: list[Finding], records: list[VerdictRecord]) -> pd.DataFrame:
+    """One row per finding: its claim, cells and verdict here, each record's verdict on the same claim and
+    cells (``not checked`` when the record has none) and ``fragile``: a comparable record disagrees."""
+    elsewhere = {r.label: {_key(*row): verdict for *row, verdict in
+                           r.claims[[*KEY, "verdict"]].itertuples(index=False, name=None)} for r in records}
+    rows = []
+    for f in findings:
+        key = _key(f.section, f.claim, f.cells)
+        there = {r.label: elsewhere[r.label].get(key, NOT_CHECKED) for r in records}
+        fragile = any(r.comparable and there[r.label] not in (f.verdict, NOT_CHECKED) for r in records)
+        rows.append({"section": f.section, "claim": f.claim, "subject": f.subject, "cells": f.cells,
+                     "verdict": f.verdict, **there, "fragile": fragile})
+    return pd.DataFrame(rows, columns=[*KEY[:2], "subject", "cells", "verdict", *(r.label for r in records), "fragile"])
+
+
+def fragile_keys(table: pd.DataFrame) -> set[tuple[str, str, str]]:
+    """The (section, claim, cells) of the fragile rows of :func:`verdicts_elsewhere`."""
+    if table.empty:
+        return set()
+    return {_key(*row) for row in table.loc[table["fragile"], KEY].itertuples(index=False, name=None)}
+
+
+def is_fragile(finding: Finding, fragile: set[tuple[str, str, str]]) -> bool:
+    return _key(finding.section, finding.claim, finding.cells) in fragile

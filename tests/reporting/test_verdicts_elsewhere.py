@@ -1,0 +1,110 @@
+"""Verdicts recorded on other CPU kernels: exported with their source, compared claim by claim, and a claim
+fragile only where a run with the same params and code disagrees."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dssl.artifacts import ArtifactError
+from dssl.pipeline.common import StageError
+from dssl.pipeline.verdicts import export, load_records
+from dssl.reporting.claims import Finding
+from dssl.reporting.readme import claims_forest, render_readme
+from dssl.reporting.sections import ReportContext, SectionOutput
+from dssl.reporting.stats import Interval
+from dssl.reporting.verdicts import NOT_CHECKED, VerdictRecord, fragile_keys, verdicts_elsewhere
+
+DROP = "non-IID pretraining lowers accuracy (paper A, Table 1)"
+
+
+def finding(subject: str, verdict: str, cells: str) -> Finding:
+    return Finding("table1", DROP, subject, verdict, Interval(-0.01, -0.02, 0.0, 0.01, 3, "student-t"), "non-IID - IID", cells=cells)
+
+
+FINDINGS = [finding("SimSiam + CNN, Digits L/non-IID", "supported", "a vs b"),
+            finding("SimSiam + CNN, Digits F/non-IID", "inconclusive", "c vs b"),
+            finding("MAE + ViT, Digits L/non-IID", "untestable", "d vs e")]
+
+
+def record(label: str, verdicts: dict[str, str], comparable: bool = True) -> VerdictRecord:
+    claims = pd.DataFrame([{"section": "table1", "claim": DROP, "cells": cells, "verdict": verdict}
+                           for cells, verdict in verdicts.items()])
+    return VerdictRecord(label, {"params_md5": "p", "code_digest": "c", "hardware": ["cpu (AVX2)"]}, claims, comparable)
+
+
+def test_a_claim_is_fragile_where_a_comparable_run_gave_another_verdict() -> None:
+    avx2 = record("avx2-kernels", {"a vs b": "supported", "c vs b": "supported"})   # d vs e not checked there
+    table = verdicts_elsewhere(FINDINGS, [avx2])
+    assert list(table["avx2-kernels"]) == ["supported", "supported", NOT_CHECKED]
+    assert list(table["fragile"]) == [False, True, False]
+    assert fragile_keys(table) == {("table1", DROP, "c vs b")}
+
+
+def test_a_run_with_other_params_or_code_is_shown_but_marks_nothing() -> None:
+    stale = record("avx2-kernels", {"a vs b": "contradicted", "c vs b": "supported"}, comparable=False)
+    table = verdicts_elsewhere(FINDINGS, [stale])
+    assert list(table["avx2-kernels"])[:2] == ["contradicted", "supported"]
+    assert not table["fragile"].any()
+    assert "other params or code than this build" in stale.describe()
+
+
+def test_the_report_counts_and_labels_fragile_claims() -> None:
+    ctx = ReportContext(results=pd.DataFrame(columns=["dataset", "hardware", "seed"]), profile="embedded",
+                        dataset="digits", paper={})
+    outputs = [SectionOutput("table1", "## Table 1\n\ntext", FINDINGS, None, {})]
+    avx2 = record("avx2-kernels", {"a vs b": "supported", "c vs b": "supported", "d vs e": "untestable"})
+    text = render_readme(ctx, outputs, [avx2])
+    assert "**1 of 3 claims are fragile**: the same params and code gave another verdict on avx2-kernels" in text
+    assert "## Verdicts on other CPU kernels" in text
+    assert "**inconclusive** (fragile)" in text          # the claims table
+    per_claim = text.split("## Verdicts per claim")[1].split("\n## ")[0]
+    assert per_claim.splitlines()[2].endswith("| fragile |")   # the per-claim table counts them
+    forest = claims_forest(FINDINGS, fragile_keys(verdicts_elsewhere(FINDINGS, [avx2])))
+    assert list(forest["label"])[1] == "SimSiam + CNN, Digits F/non-IID [fragile]"
+    assert "fragile" not in render_readme(ctx, outputs)   # without records nothing is said about it
+
+
+def _finished_run(root: Path) -> None:
+    (root / "params.yaml").write_text("profile: embedded\nseeds: [0, 1]\n")
+    (root / "reports/sections").mkdir(parents=True)
+    pd.DataFrame([{"section": "table1", "claim": DROP, "subject": "s", "cells": "a vs b", "verdict": "supported"}]) \
+        .to_csv(root / "reports/sections/claims.csv", index=False)
+    (root / "reports/lineage/code").mkdir(parents=True)
+    (root / "reports/lineage/code/pretrain_fl.json").write_text(json.dumps(
+        {"kind": "pretrain_fl", "entry": "dssl.pipeline.pretrain", "files": {"src/a.py": "00aa"}}))
+    (root / "reports/metrics/fl/cell/seed-0").mkdir(parents=True)
+    (root / "reports/metrics/fl/cell/seed-0/digits-knn.json").write_text(json.dumps({"hardware": "cpu (AVX2)"}))
+
+
+def test_export_records_the_source_and_load_compares_params_and_code(tmp_path, monkeypatch) -> None:
+    _finished_run(tmp_path)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    out = export(tmp_path, Path("params.yaml"), "avx2-kernels")
+    source = json.loads((out / "source.json").read_text())
+    assert source["hardware"] == ["cpu (AVX2)"] and source["kernels"] == {"ATEN_CPU_CAPABILITY": "avx2"}
+    entries = {"avx2-kernels": "reports/verdicts/avx2-kernels"}
+    [same] = load_records(tmp_path, Path("params.yaml"), entries)
+    assert same.comparable and list(same.claims["verdict"]) == ["supported"]
+    (tmp_path / "params.yaml").write_text("profile: embedded\nseeds: [0, 1, 2]\n")
+    assert not load_records(tmp_path, Path("params.yaml"), entries)[0].comparable
+    (tmp_path / "params.yaml").write_text("profile: embedded\nseeds: [0, 1]\n")
+    (tmp_path / "reports/lineage/code/pretrain_fl.json").write_text(json.dumps(
+        {"kind": "pretrain_fl", "entry": "dssl.pipeline.pretrain", "files": {"src/a.py": "11bb"}}))
+    assert not load_records(tmp_path, Path("params.yaml"), entries)[0].comparable
+
+
+def test_bad_labels_and_damaged_records_are_one_clear_error(tmp_path) -> None:
+    _finished_run(tmp_path)
+    with pytest.raises(StageError, match="give a plain name"):
+        export(tmp_path, Path("params.yaml"), "../elsewhere")
+    out = export(tmp_path, Path("params.yaml"), "avx2-kernels")
+    (out / "claims.csv").write_text("claim,verdict\nx,supported\n")
+    with pytest.raises(ArtifactError, match="lacks the columns"):
+        load_records(tmp_path, Path("params.yaml"), {"avx2-kernels": "reports/verdicts/avx2-kernels"})
+    (out / "source.json").write_text("{")
+    with pytest.raises(ArtifactError, match="dssl verdicts export"):
+        load_records(tmp_path, Path("params.yaml"), {"avx2-kernels": "reports/verdicts/avx2-kernels"})
