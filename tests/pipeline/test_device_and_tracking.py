@@ -122,3 +122,4 @@ def test_the_same_command_run_again_logs_what_waits(ci_project: Path, monkeypatc
     runs = _evaluation_runs(ci_project)
     assert len(runs) == 2 and sorted(r["mlflow_run_id"] for r in again.values()) == sorted(runs["run_id"])
     assert set(runs["tags.resumed"]) == {"result"}   # nothing trained the second time
+    assert not outbox.pending(ci_project)             # and `dssl tracking sync` would log nothing twice
