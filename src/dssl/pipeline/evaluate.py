@@ -159,7 +159,7 @@ def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str,
     from dssl.evaluation import evaluate
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.evaluation.progress import Checkpoint
-    from dssl.federation.reproducibility import configure_determinism
+    from dssl.training.determinism import configure_determinism
 
     seed, dataset, protocol, client = task
     config = protocol_config(params, protocol, dataset, subject.backbone)
