@@ -123,3 +123,4 @@ def test_the_same_command_run_again_logs_what_waits(ci_project: Path, monkeypatc
     assert len(runs) == 2 and sorted(r["mlflow_run_id"] for r in again.values()) == sorted(runs["run_id"])
     assert set(runs["tags.resumed"]) == {"result"}   # nothing trained the second time
     assert not outbox.pending(ci_project)             # and `dssl tracking sync` would log nothing twice
+    assert not (ci_project / "checkpoints/evaluate_random@cnn_small").exists()   # nothing left to resume

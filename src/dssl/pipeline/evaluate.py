@@ -280,8 +280,18 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     if unavailable is not None:
         raise unavailable
     for task in tasks:   # outputs and runs complete: the tasks' results are no longer needed
-        (task_folder(stage.stage_name, task) / RESULT_FILE).unlink(missing_ok=True)
+        _remove_task_folder(stage.stage_name, task)
     return out
+
+
+def _remove_task_folder(stage_name: str, task: Task) -> None:
+    """A finished task's result file, then its folders up to the stage's while they are empty."""
+    folder = task_folder(stage_name, task)
+    (folder / RESULT_FILE).unlink(missing_ok=True)
+    stop = (CHECKPOINTS / stage_name).parent
+    while folder != stop and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 def _describe(params: dict, framework: str, model: str | None, partition: str | None = None,
