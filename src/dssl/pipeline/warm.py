@@ -66,7 +66,7 @@ def try_delegate(argv: list[str], root: Path) -> int | None:
         if reply is None or "refused" in reply:
             return None
         child = int(reply["pid"])
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):   # SIGUSR1: a scheduler's stop request
             signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
         done = _read_json(conn)
         return int(done["status"]) if done else 1
