@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from dssl.data.augment import ClientAugmentation
 from dssl.federation import alignment
-from dssl.methods import augment
+from dssl.data import views as augment
 from dssl.methods.base import ema_update
 from dssl.methods.sinkhorn import sinkhorn_knopp
 

@@ -2,13 +2,8 @@
 
 import torch
 
-from dssl.methods.augment import (
-    FedSSLTransform,
-    color_jitter,
-    gaussian_blur,
-    random_grayscale,
-    random_resized_crop,
-)
+from dssl.data.views import color_jitter, gaussian_blur, random_grayscale, random_resized_crop
+from dssl.methods.augment import FedSSLTransform
 from dssl.methods.simsiam import SimSiamTransform
 
 

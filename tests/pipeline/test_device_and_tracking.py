@@ -122,3 +122,28 @@ def test_the_same_command_run_again_logs_what_waits(ci_project: Path, monkeypatc
     runs = _evaluation_runs(ci_project)
     assert len(runs) == 2 and sorted(r["mlflow_run_id"] for r in again.values()) == sorted(runs["run_id"])
     assert set(runs["tags.resumed"]) == {"result"}   # nothing trained the second time
+    assert not outbox.pending(ci_project)             # and `dssl tracking sync` would log nothing twice
+    assert not (ci_project / "checkpoints/evaluate_random@cnn_small").exists()   # nothing left to resume
+
+
+def test_step_options_of_a_train_section_reach_the_training_step_and_the_records(ci_project: Path, monkeypatch) -> None:
+    from dssl.training import step
+
+    _edit(ci_project, lambda p: (p.update(seeds=[0]), p["pretrain"]["fl"]["train"].update(
+        device="cpu", precision="bf16", channels_last=True)))
+    assert main(["partitions"]) == 0
+    built = []
+    original = step.TrainStep.__init__
+
+    def recording(self, model, optimizer, options=step.StepOptions()):
+        built.append(options)
+        original(self, model, optimizer, options)
+
+    monkeypatch.setattr(step.TrainStep, "__init__", recording)
+    assert main(["pretrain_fl", "simsiam-cnn", "fl-iid", "fedavg"]) == 0
+    assert built == [step.StepOptions(precision="bf16", channels_last=True)]
+    history = json.loads((ci_project / "models/fl/simsiam-cnn/fl-iid/fedavg/seed-0/history.json").read_text())
+    assert history["device"] == "cpu" and history["params"]["pretrain"]["fl"]["train"]["precision"] == "bf16"
+    runs = stage_runs(ci_project, "ci")
+    run = runs[runs["stage"] == "pretrain_fl@simsiam-cnn-fl-iid-fedavg"].iloc[0]
+    assert run["params.pretrain.fl.train.precision"] == "bf16" and run["params.pretrain.fl.train.device"] == "cpu"

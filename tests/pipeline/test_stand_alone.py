@@ -44,3 +44,16 @@ def test_stand_alone_clients_are_those_every_seed_holds(tmp_path: Path):
         stand_alone_encoders(tmp_path / "mixed", [0, 1])
     with pytest.raises(StageError, match="run its pretrain_local stage again"):
         stand_alone_encoders(tmp_path / "absent", [0])
+
+
+def test_merged_clients_keep_their_config_and_say_how_they_resumed():
+    from dssl.pipeline.evaluate import TaskResult, _clients_merged
+
+    outcomes = [(TaskResult(record(0, 0, 0.5), {"epochs": 3}, "no"), 10.0),
+                (TaskResult(record(0, 1, 0.7), {"epochs": 3}, "checkpoint"), 12.0),
+                (TaskResult(record(1, 0, 0.6), {"epochs": 3}, "result"), 9.0),
+                (TaskResult(record(1, 1, 0.8), {"epochs": 3}, "result"), 8.0)]
+    merged = {outcome.record["seed"]: (outcome, rss) for outcome, rss in _clients_merged(outcomes)}
+    assert merged[0][0].resumed == "partly" and merged[1][0].resumed == "result"
+    assert merged[0][0].config == {"epochs": 3} and merged[0][0].record["test_acc"] == pytest.approx(0.6)
+    assert merged[0][1] == 12.0

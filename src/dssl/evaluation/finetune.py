@@ -249,7 +249,7 @@ def augment(pixels: torch.Tensor, cfg: FineTuneConfig, generator: torch.Generato
     """The training views of a batch: a translation (``crop: translate``) or a random-resized crop to
     ``size`` (``crop: resized``), a flip when ``hflip``, then random erasing. The crop and flip draw
     from ``generator`` (on the host; moved without waiting for the device)."""
-    from dssl.methods.augment import random_resized_crop
+    from dssl.data.views import random_resized_crop
 
     if cfg.crop == "resized":
         images = random_resized_crop(pixels, size or pixels.shape[-1], cfg.crop_scale,

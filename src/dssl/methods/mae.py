@@ -15,7 +15,8 @@ from timm.layers import LayerNorm
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from dssl.methods.augment import ViewTransform, rand_uniform
+from dssl.data.views import rand_uniform
+from dssl.methods.augment import ViewTransform
 from dssl.methods.base import LossOutput, SSLMethod, register_method, require_vit
 from dssl.models.vit import sincos_2d_pos_embed
 

@@ -165,7 +165,7 @@ def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str,
     from dssl.evaluation import evaluate
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.evaluation.progress import Checkpoint
-    from dssl.federation.reproducibility import configure_determinism
+    from dssl.training.determinism import configure_determinism
 
     seed, dataset, protocol, client = task
     config = protocol_config(params, protocol, dataset, subject.backbone)
@@ -217,26 +217,40 @@ def _tasks(params: dict, subject: Subject, seeds: list[int]) -> list[Task]:
             for client in (subject.clients or (None,))]
 
 
-def mean_over_clients(results: list[tuple[TaskResult, float]]) -> list[tuple[TaskResult, float]]:
+def mean_over_clients(results: list[tuple[dict, float]]) -> list[tuple[dict, float]]:
     """Stand-alone results, one per (seed, dataset, protocol): the mean test and validation accuracy over
     the clients' own encoders, each client's kept under ``clients`` (paper B's stand-alone row: every
     client trains and is evaluated on its own)."""
-    groups: dict[tuple, list[tuple[TaskResult, float]]] = {}
-    for outcome, rss in results:
-        record = outcome.record
-        groups.setdefault((record["seed"], record["dataset"], record["protocol"]), []).append((outcome, rss))
+    groups: dict[tuple, list[tuple[dict, float]]] = {}
+    for record, rss in results:
+        groups.setdefault(_result_key(record), []).append((record, rss))
     merged = []
     for members in groups.values():
-        records = [outcome.record for outcome, _ in members]
+        records = [record for record, _ in members]
         first = {k: v for k, v in records[0].items() if k != "client"}
-        record = {**first,
-                  "test_acc": sum(r["test_acc"] for r in records) / len(records),
-                  "val_acc": sum(r["val_acc"] for r in records) / len(records),
-                  "clients": {str(r["client"]): r["test_acc"] for r in records},
-                  "selected": {str(r["client"]): r["selected"] for r in records}}
-        resumed = {outcome.resumed for outcome, _ in members}
-        merged.append((TaskResult(record, members[0][0].config, "no" if resumed == {"no"} else "partly"),
+        merged.append(({**first,
+                        "test_acc": sum(r["test_acc"] for r in records) / len(records),
+                        "val_acc": sum(r["val_acc"] for r in records) / len(records),
+                        "clients": {str(r["client"]): r["test_acc"] for r in records},
+                        "selected": {str(r["client"]): r["selected"] for r in records}},
                        max(rss for _, rss in members)))
+    return merged
+
+
+def _result_key(record: dict) -> tuple:
+    return record["seed"], record["dataset"], record["protocol"]
+
+
+def _clients_merged(outcomes: list[tuple[TaskResult, float]]) -> list[tuple[TaskResult, float]]:
+    """``mean_over_clients`` of the tasks' records, each with its tasks' config and how they resumed."""
+    tasks: dict[tuple, list[TaskResult]] = {}
+    for outcome, _ in outcomes:
+        tasks.setdefault(_result_key(outcome.record), []).append(outcome)
+    merged = []
+    for record, rss in mean_over_clients([(outcome.record, rss) for outcome, rss in outcomes]):
+        members = tasks[_result_key(record)]
+        resumed = {member.resumed for member in members}
+        merged.append((TaskResult(record, members[0].config, resumed.pop() if len(resumed) == 1 else "partly"), rss))
     return merged
 
 
@@ -257,7 +271,7 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     preemption.install()
     results = run_tasks(partial(_evaluate_task, subject, params, stage.stage_name, device), tasks, device)
     if subject.clients:
-        results = mean_over_clients(results)
+        results = _clients_merged(results)
     read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", "vit_pool", *params["evaluate"]["protocols"][subject.framework])
                          if key in params["evaluate"]},
             "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": params["seeds"]}
@@ -288,8 +302,18 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     if unavailable is not None:
         raise unavailable
     for task in tasks:   # outputs and runs complete: the tasks' results are no longer needed
-        (task_folder(stage.stage_name, task) / RESULT_FILE).unlink(missing_ok=True)
+        _remove_task_folder(stage.stage_name, task)
     return out
+
+
+def _remove_task_folder(stage_name: str, task: Task) -> None:
+    """A finished task's result file, then its folders up to the stage's while they are empty."""
+    folder = task_folder(stage_name, task)
+    (folder / RESULT_FILE).unlink(missing_ok=True)
+    stop = (CHECKPOINTS / stage_name).parent
+    while folder != stop and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 def _describe(params: dict, framework: str, model: str | None, partition: str | None = None,

@@ -134,6 +134,7 @@ def log_stages(records: list[StageRecord], profile: str, root: Path | None = Non
         for index, payload in enumerate(payloads):
             if run_ids[index] is None:
                 run_ids[index] = send(client, experiment_id, payload)
+                outbox.forget(root, payload)   # it may have waited from an earlier run of the stage
     except Exception as error:  # noqa: BLE001 - filtered by is_unreachable
         if not outbox.is_unreachable(error):
             raise

@@ -78,6 +78,11 @@ def remember(root: Path, payload: dict[str, Any], run_id: str) -> None:
     write_json(folder / f"{run_key(payload)}.json", {"run_id": run_id, "run_name": payload["run_name"]})
 
 
+def forget(root: Path, payload: dict[str, Any]) -> None:
+    """Drop a waiting run that was just logged by its stage run again (``sync`` would log it twice)."""
+    (_folder(root, "pending") / f"{run_key(payload)}.json").unlink(missing_ok=True)
+
+
 def settle(root: Path, payload: dict[str, Any], run_id: str, patch: list[Path]) -> None:
     """After a pending run was logged: its id into the files that wait for it, out of the outbox."""
     for path in map(Path, patch):
@@ -85,7 +90,7 @@ def settle(root: Path, payload: dict[str, Any], run_id: str, patch: list[Path]) 
             record = json.loads(path.read_text())
             if record.get("mlflow_run_id") is None:
                 write_json(path, {**record, "mlflow_run_id": run_id})
-    (_folder(root, "pending") / f"{run_key(payload)}.json").unlink(missing_ok=True)
+    forget(root, payload)
 
 
 def is_unreachable(error: BaseException) -> bool:

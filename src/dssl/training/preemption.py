@@ -13,7 +13,8 @@ So the signal must come at least one round (pretraining) or one step before the 
 
 Worker processes forked after ``install`` inherit the handlers; the process that receives the signal
 also forwards it to its child processes, so a signal sent only to the stage's main process (SLURM's
-``B:`` prefix) reaches the workers that train.
+``B:`` prefix) reaches the workers that train. A ``dssl`` command that hands its stage to the warm
+server (``dssl warm``) forwards both signals to the process that runs it.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ class Preempted(Exception):
 
 
 def install() -> None:
-    """Handle ``SIGNALS`` in this process (and the workers it forks from now on). Idempotent; a no-op
-    outside the main thread, where Python cannot install handlers."""
+    """Handle ``SIGNALS`` in this process (and the workers it forks from now on), forgetting any earlier
+    request: a stage calls it once as it starts. A no-op outside the main thread, where Python cannot
+    install handlers."""
     if threading.current_thread() is not threading.main_thread():
         return
+    reset()
     for signum in SIGNALS:
         signal.signal(signum, _on_signal)
 
