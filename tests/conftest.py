@@ -45,3 +45,13 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tiny_dataset():
+    """The linear theory's data: N=2 clients, d=16, small enough for gradient descent, big enough for a
+    clear eigen-gap. (One conftest for the whole suite: the tests import ``copy_project`` from it by
+    module name, which a second conftest.py would shadow.)"""
+    from dssl.theory.data_model import SampleSizes, generate_dataset
+
+    return generate_dataset(16, 2, seed=0, sizes=SampleSizes(n_frequent=24, n_rare=4))

@@ -34,8 +34,12 @@ CONFIGS = {
                      "mixup": 0.8, "cutmix": 1.0, "lr_reference_batch": 256, "min_lr": 1e-5},
     "linear_probe_10pct": {"epochs": 6, "eval_every": 2, "lr_grid": [1e-2, 3e-2], "weight_decay_grid": [0.0, 1e-4],
                            "batch_size": 8},
+    # three label draws: a stop in the second draw resumes there, the first draw's result kept
+    "linear_probe_10pct_draws": {"epochs": 6, "eval_every": 2, "lr_grid": [1e-2, 3e-2], "weight_decay_grid": [0.0],
+                                 "batch_size": 8, "draws": 3},
 }
-PROTOCOL = {"finetune": "finetune", "finetune_vit": "finetune", "linear_probe_10pct": "linear_probe_10pct"}
+PROTOCOL = {"finetune": "finetune", "finetune_vit": "finetune", "linear_probe_10pct": "linear_probe_10pct",
+            "linear_probe_10pct_draws": "linear_probe_10pct"}
 
 
 def encoder(name: str) -> torch.nn.Module:

@@ -85,6 +85,23 @@ def test_few_shot_probe_is_deterministic_for_a_seed():
     assert np.array_equal(subsets[0], subsets[1]) and not np.array_equal(subsets[0], subsets[2])
 
 
+def test_few_shot_draws_average_independent_draws_of_the_labels_on_features_extracted_once():
+    from dssl.evaluation.few_shot import draw_seed
+
+    train, test = toy_split(300, seed=5), toy_split(60, seed=6)
+    averaged = evaluate("linear_probe_10pct", FlattenEncoder(SIZE * SIZE), train, test, {**PROBE, "draws": 3}, seed=1)
+    assert len(test.reads) == 1   # features extracted once for every draw
+    seeds = [draw_seed(1, draw) for draw in range(3)]
+    assert seeds[0] == 1 and len(set(seeds)) == 3
+    singles = [evaluate("linear_probe_10pct", FlattenEncoder(SIZE * SIZE), train, test, PROBE, seed=s) for s in seeds]
+    assert [d["seed"] for d in averaged["draws"]] == seeds
+    assert [d["test_acc"] for d in averaged["draws"]] == [r["test_acc"] for r in singles]
+    assert averaged["test_acc"] == pytest.approx(np.mean([r["test_acc"] for r in singles]))
+    assert averaged["seed"] == 1 and averaged["num_draws"] == 3 and averaged["lr"] == singles[0]["lr"]
+    with pytest.raises(ValueError, match="draws must be a positive integer"):
+        FewShotConfig(draws=0)
+
+
 def test_knn_is_deterministic_for_a_seed():
     train, test = toy_split(200, seed=7), toy_split(50, seed=8)
     runs = [evaluate("knn", FlattenEncoder(SIZE * SIZE), train, test, seed=3) for _ in range(2)]

@@ -25,7 +25,8 @@ def _restore():
     helper.restore()
 
 
-@pytest.mark.parametrize("name, stop_at", [("finetune", 7), ("finetune_vit", 4), ("linear_probe_10pct", 9)])
+@pytest.mark.parametrize("name, stop_at", [("finetune", 7), ("finetune_vit", 4), ("linear_probe_10pct", 9),
+                                                  ("linear_probe_10pct_draws", 30)])
 def test_a_run_stopped_at_a_step_resumes_to_the_same_bits(name, stop_at, tmp_path: Path):
     steps = helper.count_steps()
     uninterrupted = helper.run(name)

@@ -16,22 +16,52 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+import numpy as np
 from torch import nn
 
 from dssl.evaluation.common import LabelledImages
 from dssl.evaluation.configs import FewShotConfig, coerce_config
-from dssl.evaluation.linear_probe import probe
+from dssl.evaluation.linear_probe import frozen_features, probe_features
 from dssl.evaluation.progress import Checkpoint
 from dssl.evaluation.splits import labelled_subset, stratified_split
+
+DRAW_FIELDS = ("seed", "test_acc", "val_acc", "lr", "weight_decay", "epochs")   # kept per draw
+
+
+def draw_seed(seed: int, draw: int) -> int:
+    """The seed of label draw ``draw``: the evaluation seed itself for draw 0, else one derived from both."""
+    return seed if draw == 0 else int(np.random.SeedSequence([seed, draw]).generate_state(1)[0])
 
 
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
              config: FewShotConfig | Mapping[str, Any] | None = None, seed: int = 0,
              checkpoint: Checkpoint | None = None) -> dict[str, Any]:
-    """Few-shot linear-probe accuracy of ``encoder`` (left unchanged); ``num_fit`` is the labelled count."""
+    """Few-shot linear-probe accuracy of ``encoder`` (left unchanged); ``num_fit`` is the labelled count.
+
+    With ``draws`` > 1 the features are extracted once and the probe is trained on each draw of the
+    validation split and labelled subset (each draw with its own checkpoint); ``test_acc`` and
+    ``val_acc`` are the means over draws, the other fields draw 0's, and ``draws`` lists every draw."""
     cfg = coerce_config(FewShotConfig, config)
-    pool_idx, val_idx = stratified_split(train.labels, cfg.val_fraction, seed)
-    labelled_idx = labelled_subset(train.labels, pool_idx, cfg.label_fraction, seed)
-    result = probe(encoder, train, test, cfg, labelled_idx, val_idx, pool_idx, seed, checkpoint)
-    return {"protocol": "few_shot_linear_probe", **result, "label_fraction": cfg.label_fraction,
-            "num_pool": len(pool_idx)}
+    features, test_features = frozen_features(encoder, train, test, cfg)
+    results = []
+    for draw in range(cfg.draws):
+        draw_checkpoint = checkpoint if checkpoint is None or draw == 0 else \
+            Checkpoint(checkpoint.folder / f"draw-{draw}", checkpoint.fingerprint)
+        s = draw_seed(seed, draw)
+        pool_idx, val_idx = stratified_split(train.labels, cfg.val_fraction, s)
+        labelled_idx = labelled_subset(train.labels, pool_idx, cfg.label_fraction, s)
+        result = probe_features(features, test_features, train, test, cfg, labelled_idx, val_idx, pool_idx, s,
+                                draw_checkpoint)
+        results.append({**result, "num_pool": len(pool_idx)})
+    for draw in range(1, cfg.draws if checkpoint is not None else 0):   # the caller removes draw 0's
+        folder = checkpoint.folder / f"draw-{draw}"
+        Checkpoint(folder, checkpoint.fingerprint).remove()
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+    first = {**results[0], "seed": seed}
+    if cfg.draws > 1:
+        first |= {"test_acc": float(np.mean([r["test_acc"] for r in results])),
+                  "val_acc": float(np.mean([r["val_acc"] for r in results])),
+                  "draws": [{key: r[key] for key in DRAW_FIELDS} for r in results]}
+    return {"protocol": "few_shot_linear_probe", **first, "label_fraction": cfg.label_fraction,
+            "num_draws": cfg.draws}

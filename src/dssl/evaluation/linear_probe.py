@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.evaluation.common import LabelledImages, accuracy, extract_features, label_tensor, module_device
+from dssl.evaluation.common import LabelledImages, accuracy, extract_features, label_tensor
 from dssl.evaluation.configs import LinearProbeConfig, coerce_config
 from dssl.evaluation.progress import Checkpoint, cpu_state, save_point
 from dssl.evaluation.splits import stratified_split
@@ -61,9 +61,23 @@ def probe(encoder: nn.Module, train: LabelledImages, test: LabelledImages, cfg: 
     The features are extracted again on a resumed run (the same bits: the encoder is frozen); the
     heads' training resumes from ``checkpoint``.
     """
-    device = module_device(encoder)
+    features, test_features = frozen_features(encoder, train, test, cfg)
+    return probe_features(features, test_features, train, test, cfg, fit_idx, val_idx, stats_idx, seed, checkpoint)
+
+
+def frozen_features(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
+                    cfg: LinearProbeConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoder's features of every training and test image, under the protocol's step options."""
     features = extract_features(encoder, train, np.arange(len(train)), cfg.feature_batch_size, cfg.step_options)
     test_features = extract_features(encoder, test, np.arange(len(test)), cfg.feature_batch_size, cfg.step_options)
+    return features, test_features
+
+
+def probe_features(features: torch.Tensor, test_features: torch.Tensor, train: LabelledImages,
+                   test: LabelledImages, cfg: LinearProbeConfig, fit_idx: np.ndarray, val_idx: np.ndarray,
+                   stats_idx: np.ndarray, seed: int, checkpoint: Checkpoint | None = None) -> dict[str, Any]:
+    """``probe`` on features already extracted (``frozen_features``): a few-shot probe's label draws share them."""
+    device = features.device
     mean, std = features[stats_idx].mean(dim=0), features[stats_idx].std(dim=0).clamp_min(1e-6)
     fit = ((features[fit_idx] - mean) / std, label_tensor(train, fit_idx, device))
     val = ((features[val_idx] - mean) / std, label_tensor(train, val_idx, device))
