@@ -83,7 +83,7 @@ def build(params: dict, model: str, size: int, channels: int, device: torch.devi
 def train_run(args, params: dict, kind: str, fields: dict, channels: int, device: torch.device) -> dict:
     """One pretraining kind: warm-up + timed rounds in the simulator; images/s and checkpoint bytes."""
     from dssl.federation import ClientData, DecLConfig, DecLSimulator, FLConfig, FLSimulator, create_strategy
-    from dssl.pipeline.pretrain import build_strategy, optimizer_config, train_schedule
+    from dssl.pipeline.pretrain import build_strategy, optimizer_config, simulator_config, train_schedule
     from dssl.topology.mixing import COLUMN_STOCHASTIC, DEFAULT_RULE, mixing_matrix
 
     model = fields["model"]
@@ -91,13 +91,13 @@ def train_run(args, params: dict, kind: str, fields: dict, channels: int, device
     framework = kind.removeprefix("pretrain_")
     if framework in ("fl", "decl"):
         strategy, round_options = build_strategy(dict(params["strategies"][fields["strategy"]]))
-        schedule = {k: v for k, v in train_schedule(params, framework, fields["strategy"]).items()
+        schedule = {k: v for k, v in simulator_config(train_schedule(params, framework, fields["strategy"])).items()
                     if k not in ("rounds", "local_epochs", "batch_size", "clients_per_round")}
     else:
         strategy, round_options, schedule = create_strategy("fedavg"), {}, {}
     clients_count = 1  # central and stand-alone training: one client holding the data
     if framework == "fl":
-        clients_count = FLConfig.from_dict(train_schedule(params, "fl", fields["strategy"])).clients_per_round
+        clients_count = FLConfig.from_dict(simulator_config(train_schedule(params, "fl", fields["strategy"]))).clients_per_round
     elif framework == "decl":
         clients_count = DECL_CLIENTS
     per_client = args.steps * args.batch

@@ -53,7 +53,7 @@ def test_paper_profile_expands_to_the_full_grid(make_project) -> None:
     _with_dataset_folders(root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     dvc, _ = dvc_stages(root)
-    assert len(dvc) == expected_stage_count(params) == 142
+    assert len(dvc) == expected_stage_count(params) == 144
     assert dvc == snakemake_stages(root)
     names = {s.name for s in dvc}
     assert "pretrain_fl@mae-vit-fl-label-fedavg" in names

@@ -117,7 +117,7 @@ def test_flops_of_a_small_cnn_counted_by_hand():
 
 
 def test_attention_is_counted():
-    """vit_small at 8 px: 4 patches + the class token, 4 heads of 24; QK^T and AV cost 2 x 4 x 5 x 5 x 24
+    """vit_small at 8 px: 16 patches of 2 px + the class token, 4 heads of 24; QK^T and AV cost 2 x 4 x 17 x 17 x 24
     each, in each of its 2 blocks (the fused kernels have no FLOP formula: the count runs them as math)."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -128,7 +128,7 @@ def test_attention_is_counted():
         with FlopCounterMode(display=False) as fused:
             encoder(images)
         counted = count_flops(lambda: encoder(images))
-    attention = 2 * 2 * (2 * 4 * 5 * 5 * 24)  # per image: 2 blocks x (QK^T + AV)
+    attention = 2 * 2 * (2 * 4 * 17 * 17 * 24)  # per image: 2 blocks x (QK^T + AV)
     assert counted == fused.get_total_flops() + 2 * attention  # a batch of 2
 
 

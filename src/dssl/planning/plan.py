@@ -179,7 +179,11 @@ def make_plan(params_path: Path | str, root: Path, *, gpu: str = DEFAULT_GPU, sh
     root = Path(root)
     params, folder_notes = load_plan_params(Path(params_path), root)
     cache = cache if cache is not None else CostCache()
-    workload = Workload(params, root, cache, folder_notes)
+    from dssl.pipeline.layout import pipeline_folder
+
+    # a profile's written partitions are in its own pipeline folder (runs/<profile>/), not the embedded one's
+    outputs = root / pipeline_folder(params_path, params, root)
+    workload = Workload(params, root, cache, folder_notes, outputs)
     notes: list[str] = []
     stages = workload.stages()
     throughput = Throughput.from_file(_under(root, results or RESULTS), gpu=gpu, share=share, gpu_name=gpu_name)

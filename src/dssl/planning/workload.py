@@ -110,10 +110,12 @@ class Workload:
     """The stage costs of one validated params file, in a project at ``root``."""
 
     def __init__(self, params: dict, root: Path, cache: CostCache | None = None,
-                 folder_notes: dict[str, str] | None = None):
+                 folder_notes: dict[str, str] | None = None, outputs: Path | None = None):
         from dssl.data.datasets import DATASETS
 
         self.params, self.root, self.cache = params, Path(root), cache
+        # where the params file's stages write (its pipeline folder): the partitions it already wrote
+        self.outputs = Path(outputs) if outputs is not None else self.root
         pretrain = params["pretrain"]
         self.size = int(pretrain["image_size"])
         self.dataset = pretrain["dataset"]
@@ -144,7 +146,7 @@ class Workload:
         """Images per client: the written partition's, else an equal split of its dataset (noted)."""
         from dssl.pipeline.layout import partition_dir
 
-        written = self.root / partition_dir(partition) / "partition.json"
+        written = self.outputs / partition_dir(partition) / "partition.json"
         if written.is_file():
             return [int(n) for n in json.loads(written.read_text())["client_sizes"]]
         spec = self.params["partitions"][partition]
@@ -181,10 +183,10 @@ class Workload:
 
     def _pretrain_fl(self, cost: StageCost, fields: dict) -> None:
         from dssl.federation import FLConfig, make_schedule
-        from dssl.pipeline.pretrain import build_strategy, train_schedule
+        from dssl.pipeline.pretrain import build_strategy, simulator_config, train_schedule
 
         train = train_schedule(self.params, "fl", fields["strategy"])
-        config = FLConfig.from_dict(train)
+        config = FLConfig.from_dict(simulator_config(train))
         sizes = self.client_sizes(fields["partition"])
         spec = self.params["strategies"][fields["strategy"]]
         strategy, _ = build_strategy(dict(spec))
@@ -203,10 +205,10 @@ class Workload:
 
     def _pretrain_decl(self, cost: StageCost, fields: dict) -> None:
         from dssl.federation import DecLConfig
-        from dssl.pipeline.pretrain import train_schedule
+        from dssl.pipeline.pretrain import simulator_config, train_schedule
 
         train = train_schedule(self.params, "decl", fields["strategy"])
-        config = DecLConfig.from_dict({k: v for k, v in train.items()})
+        config = DecLConfig.from_dict(simulator_config(train))
         sizes = self.client_sizes(fields["partition"])
         spec = self.params["strategies"][fields["strategy"]]
         states = state_costs(self.params["models"][fields["model"]], spec, self.size, self.in_chans, self.cache)
