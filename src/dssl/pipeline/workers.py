@@ -19,11 +19,7 @@ return plain results; the stage process writes outputs and logs to MLflow.
 from __future__ import annotations
 
 import os
-import signal
-from functools import partial
 from typing import Callable, Sequence, TypeVar
-
-from dssl.training.preemption import SIGNALS as STOP_SIGNALS
 
 Task = TypeVar("Task")
 Result = TypeVar("Result")
@@ -106,13 +102,8 @@ def _run_one(job: tuple[Callable[[Task], Result], Task]) -> tuple[Result, float]
     """Run one task; return its result and the worker's peak resident memory (MiB)."""
     import resource
 
-    global _busy
     function, task = job
-    _busy = True
-    try:
-        result = function(task)
-    finally:
-        _busy = False
+    result = function(task)
     return result, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -128,31 +119,17 @@ def run_tasks(function: Callable[[Task], Result], tasks: Sequence[Task], device=
     if workers == 1:
         return [_run_one(job) for job in jobs]
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    # One task per worker process: a worker that was asked to stop (below) ends after its task instead of
-    # waiting for another one.
-    with multiprocessing.get_context("fork").Pool(workers, initializer=_worker_start, maxtasksperchild=1) as pool:
-        return pool.map(_run_one, jobs, chunksize=1)
-
-
-def _worker_start() -> None:
-    """A pool worker's set-up: one thread, and stop signals that end it at once while it waits for a task.
-
-    Workers inherit the stage's stop-request handlers (``dssl.training.preemption``), which only note a
-    request. ``Pool.terminate`` (on any failure) ends its workers with SIGTERM, so a worker waiting for a
-    task must really end, or the pool waits on it forever; a worker training a task stops at its next
-    safe point, with its checkpoint written."""
-    _single_thread()
-    for signum in STOP_SIGNALS:
-        handler = signal.getsignal(signum)
-        if callable(handler):
-            signal.signal(signum, partial(_stop_or_end, handler))
-
-
-_busy = False   # whether this worker process is running a task
-
-
-def _stop_or_end(handler: Callable, signum: int, frame) -> None:
-    if not _busy:
-        os._exit(128 + signum)   # waiting for a task: nothing to checkpoint
-    handler(signum, frame)
+    # No Pool.terminate: it ends workers with SIGTERM, which they inherit as a stop request
+    # (dssl.training.preemption), so an idle worker would never end. The executor ends its workers with
+    # sentinels once the tasks that started are done.
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_single_thread) as pool:
+        futures = [pool.submit(_run_one, job) for job in jobs]
+        try:
+            return [future.result() for future in futures]
+        except BaseException:
+            for future in futures:
+                future.cancel()   # those not started; a started one ends, or stops at a safe point if asked
+            raise
