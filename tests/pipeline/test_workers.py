@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dssl.pipeline.workers import client_worker_count, worker_count
@@ -40,3 +42,41 @@ def test_client_state_storage_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("DSSL_CLIENT_STATES", "gpu")
     with pytest.raises(ValueError, match="DSSL_CLIENT_STATES must be one of host, disk, got 'gpu'"):
         client_state_storage()
+
+
+@pytest.mark.parametrize("device, expected", [(None, 3), ("cpu", 3), ("cuda", 1), ("cuda:1", 1)])
+def test_an_accelerator_runs_one_task_at_a_time_named_or_as_a_device(monkeypatch, device, expected):
+    import torch
+
+    monkeypatch.delenv("DSSL_WORKERS", raising=False)
+    monkeypatch.delenv("DSSL_ENGINE", raising=False)
+    monkeypatch.delenv("DSSL_CLIENT_WORKERS", raising=False)
+    monkeypatch.setattr("dssl.pipeline.workers.available_cores", lambda: 2)
+    assert worker_count(3, device) == expected
+    if device is not None:
+        assert worker_count(3, torch.device(device)) == expected   # the stages pass either form
+
+
+def test_a_failing_task_ends_the_stage_and_its_workers():
+    """With the stop-request handlers installed (as every `dssl <kind>` does), a task that fails ends the
+    stage while other workers are busy: workers inherit the handlers, so ending them with SIGTERM
+    (multiprocessing.Pool.terminate) could leave one waiting for a task forever."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os\n"
+        "from dssl.training import preemption\n"
+        "from dssl.pipeline.workers import run_tasks\n"
+        "from workers_helper import fails_on_one\n"
+        "preemption.install()\n"
+        "os.environ['DSSL_WORKERS'] = '2'\n"
+        "try:\n"
+        "    run_tasks(fails_on_one, [0, 1, 2, 3, 4, 5])\n"
+        "except ValueError as err:\n"
+        "    print('raised:', err)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "raised: task 1 failed" in done.stdout

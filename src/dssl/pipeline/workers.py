@@ -64,11 +64,16 @@ def worker_count(tasks: int, device=None) -> int:
         wanted = 1
     elif os.environ.get("DSSL_WORKERS"):
         wanted = int(os.environ["DSSL_WORKERS"])
-    elif os.environ.get("DSSL_ENGINE") == "snakemake" or (device is not None and device.type != "cpu"):
+    elif os.environ.get("DSSL_ENGINE") == "snakemake" or (device is not None and _device_type(device) != "cpu"):
         wanted = 1
     else:
         wanted = TASKS_PER_CORE * available_cores()
     return max(1, min(wanted, tasks))
+
+
+def _device_type(device) -> str:
+    """``cpu`` / ``cuda`` of a torch.device or its name (``"cuda:0"``)."""
+    return getattr(device, "type", None) or str(device).split(":")[0]
 
 
 def stage_device(requests: dict[str, str]):
