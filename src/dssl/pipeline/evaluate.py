@@ -263,12 +263,9 @@ def _device(params: dict, subject: Subject, tasks: list[Task]) -> str:
 
 
 def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
-    from dssl.training import preemption
-
     params = stage.params
     tasks = _tasks(params, subject, stage.seeds)
     device = _device(params, subject, tasks)
-    preemption.install()
     results = run_tasks(partial(_evaluate_task, subject, params, stage.stage_name, device), tasks, device)
     if subject.clients:
         results = _clients_merged(results)

@@ -150,12 +150,9 @@ def _run_cell(stage: Stage, cell: Cell, train, tasks: list[Task] | None = None) 
     """Every task of the cell (default: one per seed) into one atomically written folder, then one
     MLflow run per task. ``train(cell, params, out, task)`` trains one task into ``out`` and returns
     its metrics; ``run_seed(cell, params, seed)`` functions are wrapped by ``_train_seed``."""
-    from dssl.training import preemption
-
     out = model_dir(cell.framework, cell.cell)
     if tasks is None:
         tasks, train = [Task(seed) for seed in stage.seeds], partial(_train_seed, train)
-    preemption.install()
     with atomic_dir(out) as tmp:
         results = run_tasks(partial(train, cell, stage.params, tmp), tasks, _torch_device(cell.device))
     # The outputs hold every seed now: the checkpoints (a DecL cell's are every client's state, ~0.5-1 GB
