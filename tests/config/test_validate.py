@@ -43,9 +43,10 @@ def test_more_clients_than_samples(good: dict) -> None:
 
 
 def test_connectivity_outside_range(good: dict) -> None:
-    good["graphs"]["uniform-3"]["connectivity"] = 21
+    clients = good["partitions"]["decl-label"]["clients"]
+    good["graphs"]["uniform-3"]["connectivity"] = clients + 1
     message = problems_of(good)["graphs.uniform-3.connectivity"]
-    assert "outside 2..N = 2..20" in message
+    assert f"outside 2..N = 2..{clients}" in message
 
 
 def test_impossible_regular_graph(good: dict) -> None:
