@@ -91,10 +91,11 @@ def _fewer_clients(mini: dict) -> None:
     local = mini["pretrain"].get("local") or {}
     for partition, clients in (local.get("clients") or {}).items():
         local["clients"][partition] = moved(clients, [partition])
-    distance = mini.get("weight_distance") or {}
-    if distance.get("clients"):
-        partitions = [p for grid in distance["grids"].values() for p in grid["partitions"]]
-        distance["clients"] = moved(distance["clients"], partitions)
+    for section in ("weight_distance", "features"):   # Table 5's and Fig. 3's two stand-alone clients
+        spec = mini.get(section) or {}
+        if spec.get("clients"):
+            partitions = [p for grid in spec["grids"].values() for p in grid["partitions"]]
+            spec["clients"] = moved(spec["clients"], partitions)
 
 
 def _shorten(node: Any) -> None:
