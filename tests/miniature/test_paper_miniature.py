@@ -90,7 +90,7 @@ def test_a_paper_profile_runs_end_to_end_at_miniature_length(tmp_path: Path, pro
 
     # the report: every section of the paper with its rows, from the measured results
     readme = (folder / "reports/README.md").read_text()
-    assert f"Profile **{paper['profile']}**" in readme
+    assert f"profile **{paper['profile']}**" in readme
     for section in sections:
         assert (folder / "reports/sections" / f"{section}.csv").is_file(), section
     for section, rows in _report_rows(paper).items():
