@@ -33,6 +33,13 @@ def draw_seed(seed: int, draw: int) -> int:
     return seed if draw == 0 else int(np.random.SeedSequence([seed, draw]).generate_state(1)[0])
 
 
+def _draw_checkpoint(checkpoint: Checkpoint | None, draw: int) -> Checkpoint | None:
+    """Where draw ``draw`` keeps its progress: the task's own checkpoint for draw 0, a sub-folder for the others."""
+    if checkpoint is None or draw == 0:
+        return checkpoint
+    return Checkpoint(checkpoint.folder / f"draw-{draw}", checkpoint.fingerprint)
+
+
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
              config: FewShotConfig | Mapping[str, Any] | None = None, seed: int = 0,
              checkpoint: Checkpoint | None = None) -> dict[str, Any]:
@@ -45,19 +52,17 @@ def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
     features, test_features = frozen_features(encoder, train, test, cfg)
     results = []
     for draw in range(cfg.draws):
-        draw_checkpoint = checkpoint if checkpoint is None or draw == 0 else \
-            Checkpoint(checkpoint.folder / f"draw-{draw}", checkpoint.fingerprint)
         s = draw_seed(seed, draw)
         pool_idx, val_idx = stratified_split(train.labels, cfg.val_fraction, s)
         labelled_idx = labelled_subset(train.labels, pool_idx, cfg.label_fraction, s)
         result = probe_features(features, test_features, train, test, cfg, labelled_idx, val_idx, pool_idx, s,
-                                draw_checkpoint)
+                                _draw_checkpoint(checkpoint, draw))
         results.append({**result, "num_pool": len(pool_idx)})
     for draw in range(1, cfg.draws if checkpoint is not None else 0):   # the caller removes draw 0's
-        folder = checkpoint.folder / f"draw-{draw}"
-        Checkpoint(folder, checkpoint.fingerprint).remove()
-        if folder.is_dir() and not any(folder.iterdir()):
-            folder.rmdir()
+        finished = _draw_checkpoint(checkpoint, draw)
+        finished.remove()
+        if finished.folder.is_dir() and not any(finished.folder.iterdir()):
+            finished.folder.rmdir()
     first = {**results[0], "seed": seed}
     if cfg.draws > 1:
         first |= {"test_acc": float(np.mean([r["test_acc"] for r in results])),
