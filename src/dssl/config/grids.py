@@ -21,12 +21,16 @@ def _grid_cells(grid: dict, place: str) -> Iterator[Cell]:
                 yield model, where, strategy
 
 
+LOCAL_VS_GLOBAL = ("weight_distance", "features")   # sections whose grids name FL cells
+
+
 def named_grids(params: dict, section: str) -> dict[str, list]:
     """The cells of each named grid of ``section``, in the order the grid lists them: ``fl`` and ``decl``
     (``pretrain.<framework>.grids``: (model, partition or graph, strategy)), ``local``
-    (``pretrain.local.grids``: (model, partition)) or ``weight_distance`` (its grids of FL cells)."""
-    if section == "weight_distance":
-        grids, place = (params.get("weight_distance") or {}).get("grids") or {}, PLACES["fl"]
+    (``pretrain.local.grids``: (model, partition)), ``weight_distance`` or ``features`` (their grids of FL
+    cells)."""
+    if section in LOCAL_VS_GLOBAL:
+        grids, place = (params.get(section) or {}).get("grids") or {}, PLACES["fl"]
     else:
         grids = ((params.get("pretrain") or {}).get(section) or {}).get("grids") or {}
         place = PLACES.get(section)
@@ -45,9 +49,7 @@ def local_vs_global_cells(params: dict, section: str) -> list[Cell]:
     """(model, partition, strategy) of every FL cell a section comparing stand-alone clients with the FL
     cell's global model names in its ``grids`` (``weight_distance``: paper A's Table 5; ``features``: its
     Fig. 3), each once."""
-    grids = (params.get(section) or {}).get("grids") or {}
-    cells = (cell for grid in grids.values() for cell in _grid_cells(grid or {}, PLACES["fl"]))
-    return list(dict.fromkeys(cells))
+    return _union(named_grids(params, section))
 
 
 def weight_distance_cells(params: dict) -> list[Cell]:
