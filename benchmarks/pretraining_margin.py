@@ -135,7 +135,7 @@ def run_task(params: dict, protocols: list[str], bn_reestimate: bool, task: tupl
     size = params["pretrain"]["image_size"]
     train, _ = _downstream(params["report"]["dataset"], size)
     if cell_text == "random":
-        encoder = _encoder(name, size, train.image_shape[0], None, seed, params["evaluate"].get("vit_pool"))
+        encoder = _encoder(name, size, train.image_shape[0], None, seed, "cpu", params["evaluate"].get("vit_pool"))
         return {"task": task, "seconds": 0.0, "acc": evaluate_encoder(encoder, params, protocols, seed)}
     framework, place, strategy = parse_cell(params, cell_text)
     run_seed = {CENTRAL: pretrain._central_seed, "fl": pretrain._fl_seed, "decl": pretrain._decl_seed}[framework]

@@ -61,6 +61,32 @@ def test_table1_drop_contradicted_when_non_iid_is_higher(tmp_path):
     assert {f.verdict for f in drops} == {"contradicted"}
 
 
+def test_table1_reads_a_model_on_its_declared_protocol(tmp_path):
+    """MAE + CNN read on kNN, where it beats random init; SimSiam + CNN on the table's protocol, where only
+    it does: each row and its gate use the row's own protocol, the random-init row is shown on both, and
+    the MAE-vs-SimSiam claim, whose rows sit on two protocols, is untestable saying so."""
+    records = [r for r in table1_records(iid=0.90, label=0.85, protocol="linear_probe_10pct")]
+    records += [r for r in table1_records(iid=0.80, label=0.76, random=0.70, protocol="knn")]
+    options = {"protocol": "linear_probe_10pct", "protocols": {"mae_cnn-cnn": "knn"}}
+    out = create_section("table1", options).render(context(tmp_path, records))
+    cells = out.data.set_index(["row", "setting"])
+    assert cells.loc[("MAE + CNN", "IID"), "mean"] == pytest.approx(80.0)        # its kNN cell
+    assert cells.loc[("SimSiam + CNN", "IID"), "mean"] == pytest.approx(90.0)    # the 10 %-label probe cell
+    assert cells.loc[("random init + CNN", "IID"), "mean"] == pytest.approx(50.0)
+    assert cells.loc[("random init + CNN · knn", "IID"), "mean"] == pytest.approx(70.0)
+    verdicts = {(f.claim.split(" (")[0], f.subject): f for f in out.findings}
+    drop = verdicts[("non-IID pretraining lowers accuracy", "MAE + CNN, Digits L/non-IID")]
+    assert drop.verdict == "supported" and drop.difference.mean == pytest.approx(-0.02)   # kNN: 78 % vs 80 %
+    mae = verdicts[("MAE loses less accuracy to non-IID data than SimSiam", "CNN, Digits L/non-IID")]
+    assert mae.verdict == "untestable" and "different protocols (knn, linear_probe_10pct)" in mae.detail
+    assert "(mae_cnn-cnn, knn)" in out.markdown and "mae_cnn-cnn on knn" in out.markdown
+
+
+def test_table1_rejects_an_unknown_protocol():
+    with pytest.raises(ValueError, match="unknown protocol 'knm'"):
+        create_section("table1", {"protocol": "linear_probe_10pct", "protocols": {"mae-vit": "knm"}})
+
+
 def fig2a_records(accuracy: dict[tuple[str, float], float], random: float = 0.5) -> list[dict]:
     records = []
     for seed, noise in zip(SEEDS, (0.0, 0.004, -0.004)):

@@ -7,7 +7,13 @@ reference rows the paper does not have: the random-init backbone and centralised
 
 Claims checked (paired by seed, gated on pretraining beating random init):
 1. non-IID pretraining lowers accuracy: per (row, non-IID setting), non-IID - IID < 0;
-2. MAE is more robust than SimSiam: per (backbone, setting), MAE's change minus SimSiam's > 0.
+2. MAE is more robust than SimSiam: per (backbone, setting), MAE's change minus SimSiam's > 0, where
+   both rows are read on one protocol.
+
+Every row is read on one protocol: ``protocol``, or the model's entry of ``protocols`` where a model's
+pretraining shows on another one (declared in params.yaml before the run; the report names each row's).
+The reference rows (random init, central) follow: a family's random-init row is shown on every protocol
+one of its rows is read on.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from dssl.data.partition import IID_ALPHA
+from dssl.evaluation import PROTOCOLS
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare, difference_of_differences
 from dssl.reporting.results import summarise
 from dssl.reporting.sections.base import FIGURES, FOLDER, ReportContext, ReportSection, register_section
@@ -47,18 +54,22 @@ def protocol_name(protocol: str) -> str:
 
 
 def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None,
-                strategy: str | None = "fedavg", partitions: list[str] | None = None) -> pd.DataFrame:
+                strategy: str | None = "fedavg", partitions: list[str] | None = None,
+                protocols: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The result rows of Table 1 (FL cells and reference rows) with their ``row`` and ``setting``.
+
+    ``protocols``: model -> the protocol its rows are read on (default ``protocol``). A reference row on a
+    protocol other than ``protocol`` has it in its label ("random init + ViT · knn").
 
     FL rows: scheme iid and dirichlet_* at alpha >= 1e5 (paper A's IID) -> IID, other dirichlet_* ->
     L/non-IID, feature -> F/non-IID (the min-size Dirichlet only where the balanced one is absent, the
     random split only where paper A's alpha = 1e5 draw is). Reference rows "random init + <family>" and
     "central <method> + <family>" fill the IID column: they do not depend on the partition.
     """
-    runs = results[results["protocol"] == protocol]
-    if dataset is not None:
-        runs = runs[runs["dataset"] == dataset]
-    fl = runs[(runs["framework"] == "fl") & runs["scheme"].isin(SCHEME_SETTING)]
+    protocols = dict(protocols or {})
+    runs = results if dataset is None else results[results["dataset"] == dataset]
+    read_on = runs["model"].map(lambda model: protocols.get(model, protocol))
+    fl = runs[(runs["framework"] == "fl") & runs["scheme"].isin(SCHEME_SETTING) & (runs["protocol"] == read_on)]
     if partitions is not None:
         fl = fl[fl["partition"].isin(partitions)]
     if strategy is not None and "strategy" in fl:   # Table 1 is one strategy (FedAvg); MAR has its own sections
@@ -67,8 +78,12 @@ def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None
                    setting=[partition_setting(scheme, alpha) for scheme, alpha in zip(fl["scheme"], fl["alpha"])])
     fl = fl.assign(rank=fl["scheme"].map(SCHEME_RANK))
     fl = fl[fl["rank"] == fl.groupby(CELL)["rank"].transform("min")].drop(columns="rank")
-    reference = runs[runs["framework"].isin(["random", "central"])]
-    reference = reference.assign(row=[_reference_label(r) for r in reference.itertuples()], setting=IID)
+    shown = {(family, protocol) for family in runs["family"].dropna().unique()}
+    shown |= set(zip(fl["family"], fl["protocol"]))
+    on_shown = pd.Series([pair in shown for pair in zip(runs["family"], runs["protocol"])], index=runs.index, dtype=bool)
+    reference = runs[((runs["framework"] == "random") & on_shown)
+                     | ((runs["framework"] == "central") & (runs["protocol"] == read_on))]
+    reference = reference.assign(row=[_reference_label(r, protocol) for r in reference.itertuples()], setting=IID)
     cells = pd.concat([fl, reference], ignore_index=True)
     _check_cells(cells)
     return cells
@@ -81,10 +96,15 @@ def partition_setting(scheme: str, alpha: float | None) -> str:
     return SCHEME_SETTING[scheme]
 
 
-def _reference_label(run: Any) -> str:
+PROTOCOL_MARK = " · "
+
+
+def _reference_label(run: Any, protocol: str) -> str:
     if run.framework == "random":
-        return f"random init + {family_name(run.family)}"
-    return f"central {row_label(run.method, run.family)}"
+        label = f"random init + {family_name(run.family)}"
+    else:
+        label = f"central {row_label(run.method, run.family)}"
+    return label if run.protocol == protocol else f"{label}{PROTOCOL_MARK}{run.protocol}"
 
 
 def _check_cells(cells: pd.DataFrame) -> None:
@@ -105,7 +125,7 @@ def _check_cells(cells: pd.DataFrame) -> None:
 def _row_order(row: str) -> tuple:
     """FL rows first in paper order, then per family the random-init and central reference rows."""
     reference = row.startswith(("random init", "central"))
-    label = row.removeprefix("central ").removeprefix("random init + ")
+    label = row.split(PROTOCOL_MARK)[0].removeprefix("central ").removeprefix("random init + ")
     method, _, family = label.rpartition(" + ")
     rank = 1 if row.startswith("central") else 0
     return (reference, index_in(FAMILY_ORDER, family), rank, index_in(METHOD_ORDER, method), row)
@@ -155,13 +175,18 @@ def _cell_text(cell: pd.Series, iid_mean: float | None, setting: str) -> str:
 
 @register_section("table1")
 class Table1(ReportSection):
-    """Paper A's Table 1 with the protocol the run can afford; ``dataset``: one column group (default all);
-    ``strategy``: the strategy entry of its FL rows (paper A's FedAvg); ``partitions``: the partitions of
-    its columns (default every one; name them when another grid trains the same cells on more
-    partitions of one scheme, as Fig. 2b's label-skew sweep does)."""
+    """Paper A's Table 1 with the protocol the run can afford; ``protocols``: model -> the protocol that
+    model's rows are read on instead (declared before the run); ``dataset``: one column group (default
+    all); ``strategy``: the strategy entry of its FL rows (paper A's FedAvg); ``partitions``: the
+    partitions of its columns (default every one; name them when another grid trains the same cells on
+    more partitions of one scheme, as Fig. 2b's label-skew sweep does)."""
 
     def __init__(self, protocol: str = "finetune", dataset: str | None = None, strategy: str = "fedavg",
-                 partitions: list[str] | None = None) -> None:
+                 partitions: list[str] | None = None, protocols: dict[str, str] | None = None) -> None:
+        self.protocols = dict(protocols or {})
+        for name in (protocol, *self.protocols.values()):
+            if name not in PROTOCOLS:
+                raise ValueError(f"table1: unknown protocol {name!r}; protocols: {', '.join(PROTOCOLS)}")
         self.protocol, self.dataset, self.strategy = protocol, dataset, strategy
         self.partitions = list(partitions) if partitions is not None else None
 
@@ -170,7 +195,8 @@ class Table1(ReportSection):
         return f"Table 1: FL pretraining under IID and non-IID data ({protocol_name(self.protocol)})"
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
-        self._runs = table1_runs(ctx.results, self.protocol, self.dataset, self.strategy, self.partitions)
+        self._runs = table1_runs(ctx.results, self.protocol, self.dataset, self.strategy, self.partitions,
+                                 self.protocols)
         return table1_cells(self._runs) if not self._runs.empty else pd.DataFrame()
 
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
@@ -207,6 +233,12 @@ class Table1(ReportSection):
                 four = [cells[k] for k in keys]
                 subject = f"{family}, {dataset_name(dataset)} {setting}"
                 cells_named = compared_cells(*four)
+                read_on = sorted({cell["protocol"].iloc[0] for cell in four})
+                if len(read_on) > 1:   # changes on two protocols are not on one scale
+                    found.append(Finding(self.name, CLAIM_MAE, subject, UNTESTABLE, None,
+                                         f"the rows are read on different protocols ({', '.join(read_on)}): "
+                                         "report.sections.table1.protocols", cells=cells_named))
+                    continue
                 blocked = gate.untestable({f"{r} {s}": cells[(r, dataset, s)] for r, _, s in keys})
                 if blocked:
                     found.append(Finding(self.name, CLAIM_MAE, subject, UNTESTABLE, None, blocked, cells=cells_named))
@@ -220,11 +252,15 @@ class Table1(ReportSection):
         """Row labels with their model (reference rows: their whole cell), column labels with their partition."""
         runs = self._runs
         fl = runs[runs["framework"] == "fl"]
-        rows = {row: (group.iloc[0]["model"] if group.iloc[0]["framework"] == "fl" else cell_name(group.iloc[0]))
+        rows = {row: (self._model_text(group.iloc[0]) if group.iloc[0]["framework"] == "fl" else cell_name(group.iloc[0]))
                 for row, group in runs.groupby("row", sort=False)}
         columns = {f"{dataset_name(d)} {s}": p for (d, s), p in fl.groupby(["dataset", "setting"])["partition"].first().items()}
         return table.rename(index=lambda r: f"{r} ({rows[r]})" if r in rows else r,
                             columns=lambda c: f"{c} ({columns[c]})" if c in columns else c)
+
+    def _model_text(self, run: pd.Series) -> str:
+        """An FL row's model, with its protocol where it is not the table's."""
+        return run["model"] if run["protocol"] == self.protocol else f"{run['model']}, {run['protocol']}"
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         paper = ctx.paper["table1_mim_vs_cl"]
@@ -237,7 +273,8 @@ class Table1(ReportSection):
             "augmentation per client. The reference rows (random init, central pretraining) do not depend "
             "on the partition and fill the IID column only.",
             f"**Measured (this pipeline)**: FL cells fl/<model>/<partition>/{self.strategy}, scored with "
-            f"{self.protocol}; the model and partition of each row and column in brackets.",
+            f"{self.protocol}{self._other_protocols_text()}; the model and partition of each row and column in "
+            "brackets.",
             markdown_table(self._named(wide_table(data))),
             f"**Paper A, Table 1** (FL pretraining on Mini-ImageNet, {setting['clients']} clients, "
             f"{setting['per_round']} per round, {setting['local_epochs']} local epochs, {setting['rounds']} "
@@ -250,6 +287,13 @@ class Table1(ReportSection):
         ]
         return "\n\n".join(parts)
 
+    def _other_protocols_text(self) -> str:
+        if not self.protocols:
+            return ""
+        named = ", ".join(f"{model} on {name}" for model, name in self.protocols.items())
+        return (f" ({named}: declared in params.yaml before the run, the protocol where that model's "
+                "pretraining shows at this scale; its reference rows on the same protocol are marked · <protocol>)")
+
     def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
         from dssl.reporting.figures import grouped_bars
 
@@ -257,6 +301,7 @@ class Table1(ReportSection):
         datasets = ", ".join(dict.fromkeys(data["dataset"]))
         title = (f"Table 1: FL pretraining (fl/<model>/<partition>/{self.strategy}) under IID and non-IID data; "
                  "random-init and central references in the IID colour")
-        note = ctx.note(f"{self.protocol} on {datasets}") + " · bars: mean, whiskers: 95 % seed interval"
-        return {"table1.png": lambda path: grouped_bars(cells, path, SETTINGS, title,
-                                                        f"{protocol_name(self.protocol)} top-1 accuracy (%)", note)}
+        read_on = self.protocol + "".join(f", {model} on {name}" for model, name in self.protocols.items())
+        note = ctx.note(f"{read_on} on {datasets}") + " · bars: mean, whiskers: 95 % seed interval"
+        label = "top-1 accuracy (%)" if self.protocols else f"{protocol_name(self.protocol)} top-1 accuracy (%)"
+        return {"table1.png": lambda path: grouped_bars(cells, path, SETTINGS, title, label, note)}
