@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/warm_server.py [--repeats 5]
 
 In a scratch project (params.yaml of this checkout, its own MLflow store), runs ``dssl prepare
-<dataset>`` and ``dssl partition <name>`` ``--repeats`` times each as a plain process (imports paid
-every time) and through ``dssl warm start`` (imports paid once, a fork per stage), and prints the
+<dataset>`` and ``dssl partitions`` (every partition) ``--repeats`` times each as a plain process
+(imports paid every time) and through ``dssl warm start`` (imports paid once, a fork per stage), and prints the
 median wall time per stage of each and the saving. Multiply the saving by the stage count of
 ``dvc repro`` (``dvc dag``) for the pipeline-level gain.
 """
@@ -44,8 +44,8 @@ def main() -> None:
     import yaml
 
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    dataset, partition = next(iter(params["datasets"])), next(iter(params["partitions"]))
-    commands = {"prepare": ["dssl", "prepare", dataset], "partition": ["dssl", "partition", partition]}
+    dataset = next(iter(params["datasets"]))
+    commands = {"prepare": ["dssl", "prepare", dataset], "partitions": ["dssl", "partitions"]}
     with tempfile.TemporaryDirectory() as tmp:
         root = scratch_project(Path(tmp))
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}

@@ -152,3 +152,14 @@ def test_paper_smoke_runs_every_evaluation_protocol():
     for protocol in PROTOCOLS:
         row = smoke.evaluation_run(args, {"evaluate": {protocol: {}}}, protocol, "cnn_small", torch.device("cpu"))
         assert row["images_per_s"] > 0 and row["flops_per_s"] > 0, protocol
+
+
+def test_warm_server_times_each_stage_cold_and_warm(tmp_path):
+    """A row per stage command with its cold and warm wall times and the difference."""
+    done = run_script("warm_server.py", "--repeats", "1", cwd=tmp_path, env={"TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = re.findall(r"^(\w+)\s+cold\s+(\d+\.\d\d) s  warm\s+(\d+\.\d\d) s  saved\s+(-?\d+\.\d\d) s per stage "
+                      r"\(median of 1\)$", done.stdout, re.M)
+    assert [row[0] for row in rows] == ["prepare", "partitions"], done.stdout
+    for _, cold, warm, saved in rows:
+        assert float(saved) == pytest.approx(float(cold) - float(warm), abs=0.011)
