@@ -154,6 +154,34 @@ def test_paper_smoke_runs_every_evaluation_protocol():
         assert row["images_per_s"] > 0 and row["flops_per_s"] > 0, protocol
 
 
+def test_backbone_throughput_times_every_case(tmp_path):
+    """One row per backbone x method case, each with a positive training rate."""
+    done = run_script("backbone_throughput.py", "--batch-size", "2", "--threads", "1", "--warmup", "0",
+                      "--seconds", "0.01", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = re.findall(r"^(\w+)\s+(\w+)\s+(\d+)$", done.stdout, re.M)
+    assert [(backbone, method) for backbone, method, _ in rows] == list(load_script("backbone_throughput.py").CASES)
+    assert all(int(rate) > 0 for *_, rate in rows), done.stdout
+
+
+def test_theory_bench_times_the_sweep_and_checks_the_claims(tmp_path):
+    """At one d: the sweep's and the improvement study's rows and times, and one verdict per claim."""
+    out = tmp_path / "out"
+    done = run_script("theory_bench.py", "--d", "64", "--jobs", "1", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    stdout = done.stdout
+    # 3 seeds x 3 methods x (local, FL, 8 graphs); improvement: 2 graphs of |A| <= 3 x 4 criteria x 3 seeds x 6 steps
+    sweep = re.search(r"^sweep\s+(\d+\.\d) s  \(90 rows\)$", stdout, re.M)
+    improvement = re.search(r"^improvement\s+(\d+\.\d) s  \(144 rows\)$", stdout, re.M)
+    total = re.search(r"^total\s+(\d+\.\d) s$", stdout, re.M)
+    assert sweep and improvement and total, stdout
+    assert float(total[1]) == pytest.approx(float(sweep[1]) + float(improvement[1]), abs=0.11)
+    claims = re.findall(r"^  (\S+)\s+from d=(64|None)  \{64: (True|False)\}$", stdout, re.M)
+    assert [c[0] for c in claims] == [c["claim_id"] for c in json.loads((out / "theory_claims.json").read_text())]
+    assert all((since == "64") == (holds == "True") for _, since, holds in claims)
+    assert len((out / "theory_sweep.csv").read_text().splitlines()) == 1 + 90
+
+
 def test_warm_server_times_each_stage_cold_and_warm(tmp_path):
     """A row per stage command with its cold and warm wall times and the difference."""
     done = run_script("warm_server.py", "--repeats", "1", cwd=tmp_path, env={"TMPDIR": str(tmp_path)})
