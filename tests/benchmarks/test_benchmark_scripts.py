@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -180,6 +181,34 @@ def test_theory_bench_times_the_sweep_and_checks_the_claims(tmp_path):
     assert [c[0] for c in claims] == [c["claim_id"] for c in json.loads((out / "theory_claims.json").read_text())]
     assert all((since == "64") == (holds == "True") for _, since, holds in claims)
     assert len((out / "theory_sweep.csv").read_text().splitlines()) == 1 + 90
+
+
+def test_dvc_lock_overhead_times_both_layouts(tmp_path):
+    """Seconds per stage with one dvc.lock and with one per group, and their ratio; the scratch projects go."""
+    done = run_script("dvc_lock_overhead.py", "--stages", "2", "--files", "2", cwd=tmp_path,
+                      env={"TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    one = re.search(r"^  one dvc\.lock:\s+(\d+\.\d{3}) s per stage$", done.stdout, re.M)
+    split = re.search(r"^  2 lock files:\s+(\d+\.\d{3}) s per stage$", done.stdout, re.M)
+    ratio = re.search(r"^dvc_overhead_ratio: (\d+\.\d\d)x$", done.stdout, re.M)
+    assert one and split and ratio, done.stdout
+    assert float(ratio[1]) == pytest.approx(float(one[1]) / float(split[1]), rel=0.02)
+    assert not list(tmp_path.glob("dvc-lock-*"))
+
+
+def test_dvc_lock_overhead_projects_run_every_stage_into_their_lock_files(tmp_path):
+    """The timed projects run each stage; the split one keeps one dvc.lock per group of stages."""
+    bench = load_script("dvc_lock_overhead.py")
+    one, split = bench.project(tmp_path / "one", 2, 1), bench.project(tmp_path / "split", 2, 2)
+    bench.seconds_per_stage(one, 2, False)
+    bench.seconds_per_stage(split, 2, True)
+    for root in (one, split):
+        assert [(root / f"out/s{i}/f3.txt").read_text() for i in (0, 1)] == ["0-3\n", "1-3\n"]
+    assert list(yaml.safe_load((one / "dvc.lock").read_text())["stages"]) == ["s0", "s1"]
+    for group in (0, 1):
+        lock = yaml.safe_load((split / f"pipelines/g{group}/dvc.lock").read_text())
+        assert list(lock["stages"]) == [f"s{group}"]
+    assert not (split / "dvc.lock").exists()
 
 
 def test_warm_server_times_each_stage_cold_and_warm(tmp_path):
