@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,55 @@ def test_dvc_lock_overhead_projects_run_every_stage_into_their_lock_files(tmp_pa
         lock = yaml.safe_load((split / f"pipelines/g{group}/dvc.lock").read_text())
         assert list(lock["stages"]) == [f"s{group}"]
     assert not (split / "dvc.lock").exists()
+
+
+def kind_rows(out: str) -> dict[str, list[str]]:
+    """A printed per-kind table of the stages prepare and pretrain_central: {kind: its cells}."""
+    return {line.split()[0]: line.split()[1:] for line in out.splitlines()
+            if line.startswith(("prepare ", "pretrain_central "))}
+
+
+@pytest.fixture(scope="module")
+def overhead_run(tmp_path_factory):
+    """pipeline_overhead.py around two CI-profile stages in a scratch project with its own MLflow store."""
+    root = tmp_path_factory.mktemp("project")
+    shutil.copy(ROOT / "configs" / "ci.yaml", root / "params.yaml")
+    path = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = run_script("pipeline_overhead.py", "--root", str(root), "--profile", "ci", "--interval", "0.2", "--",
+                      "sh", "-c", "dssl prepare digits && dssl pretrain_central simsiam-cnn", cwd=root, env=path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root, done.stdout
+
+
+def test_pipeline_overhead_splits_the_wall_time_around_the_stages(overhead_run):
+    """Wall time = time inside the stages + between them; CPU use; per kind its stage time, speed and memory."""
+    _, out = overhead_run
+    split = re.search(r"^stages: 2  wall: (\d+) s  inside stages: (\d+) s  between stages: (-?\d+) s = "
+                      r"-?\d+\.\d % of wall$", out, re.M)
+    assert split, out
+    wall, inside, between = map(int, split.groups())
+    assert abs(wall - inside - between) <= 1
+    assert re.search(r"^CPU utilisation \(all \d+ cores\): training stages \d+ %, whole run \d+ %$", out, re.M), out
+    assert re.search(r"^\s+stages\s+inside_s\s+images_per_s\s+peak_rss_mb$", out, re.M), out
+    rows = kind_rows(out)
+    assert rows["prepare"][0] == rows["pretrain_central"][0] == "1"  # the two seeds' runs are one stage
+    assert rows["prepare"][2] == "NaN" and float(rows["pretrain_central"][2]) > 0  # only training has a speed
+    assert sum(float(row[1]) for row in rows.values()) == pytest.approx(inside, abs=1)
+
+
+def test_stage_times_reads_the_same_stages_from_the_store(overhead_run):
+    """Per kind the stage count, time, memory and speed that pipeline_overhead.py read from the same runs."""
+    root, overhead = overhead_run
+    done = run_script("stage_times.py", "--profile", "ci", "--root", str(root), cwd=root)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"^\s+stages\s+total_s\s+max_s\s+max_peak_rss_mb\s+images_per_s$", done.stdout, re.M)
+    rows, expected = kind_rows(done.stdout), kind_rows(overhead)
+    assert set(rows) == {"prepare", "pretrain_central"}
+    for kind, (stages, total, largest, memory, speed) in rows.items():
+        assert (stages, total, memory, speed) == tuple(expected[kind][i] for i in (0, 1, 3, 2)), kind
+        assert largest == total  # one stage of each kind
+    summed = sum(float(row[1]) for row in rows.values())
+    assert re.search(rf"^all stages: 2, summed stage time {summed:.0f} s$", done.stdout, re.M), done.stdout
 
 
 def test_warm_server_times_each_stage_cold_and_warm(tmp_path):
