@@ -270,3 +270,28 @@ def test_warm_server_times_each_stage_cold_and_warm(tmp_path):
     assert [row[0] for row in rows] == ["prepare", "partitions"], done.stdout
     for _, cold, warm, saved in rows:
         assert float(saved) == pytest.approx(float(cold) - float(warm), abs=0.011)
+
+
+def test_pretraining_margin_pairs_each_cell_with_random_init(tmp_path):
+    """A row per model x cell x protocol against the same random-init scores; the margin is their paired difference."""
+    cells = ["central", "fl-iid:fedavg", "uniform-3:decl-uniform"]
+    work = tmp_path / "work"
+    done = run_script("pretraining_margin.py", "--params", str(ROOT / "params.yaml"), "--models", "simsiam-cnn",
+                      "--cells", *cells, "--protocols", "knn", "--seeds", "0", "1",
+                      "--set", "pretrain.fl.train.rounds=1", "--set", "pretrain.decl.train.rounds=1",
+                      "--set", "pretrain.central.train.epochs=1", "--workdir", str(work), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert re.search(r"^# .* \| dataset digits \| seeds \[0, 1\] \| BN re-estimation on \| wall \d+ s$", out, re.M)
+    pp = r"[+-]\d+\.\d"
+    rows = re.findall(rf"^simsiam-cnn\s+(\S+)\s+knn\s+(\d+\.\d)\s+(\d+\.\d)\s+({pp}) \[({pp}), ({pp})\]\s+\d+\s+"
+                      rf"-?\d+\.\d{{3}}  per seed: ({pp}) ({pp})$", out, re.M)
+    assert [row[0] for row in rows] == cells, out
+    assert len({row[1] for row in rows}) == 1  # every cell pairs with the same random-init tasks
+    for _, *figures in rows:
+        random, pretrained, diff, low, high, *per_seed = map(float, figures)
+        assert diff == pytest.approx(pretrained - random, abs=0.15)
+        assert diff == pytest.approx(sum(per_seed) / 2, abs=0.1)
+        assert low <= diff <= high
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    assert (params["pretrain"]["fl"]["train"]["rounds"], params["seeds"]) == (1, [0, 1])
