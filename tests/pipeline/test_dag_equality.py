@@ -39,7 +39,7 @@ def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
         "seeds", "strategies.fedavg"])
     assert "pretrain.optimizers.cnn" in params_deps["pretrain_central@simsiam-cnn"]
     # evaluation stages read their framework's protocols' configs (and which ViT features), no other
-    assert params_deps["evaluate_decl@simsiam-cnn-uniform-3-decl-uniform"] == sorted([
+    assert params_deps["evaluate_decl@mae-vit-uniform-3-decl-uniform"] == sorted([
         "evaluate.datasets", "evaluate.knn", "evaluate.linear_probe_10pct", "evaluate.protocols.decl",
         "evaluate.vit_pool", "pretrain.image_size", "seeds", "strategies.decl-uniform"])
 
