@@ -76,3 +76,24 @@ def test_damaged_distance_file_and_bad_options_fail_clearly(tmp_path):
         create_section("table5", {**OPTIONS, "closer": {"MAR": "MAE + CNN"}})
     with pytest.raises(ValueError, match="'<model>:<strategy>'"):
         create_section("table5", {**OPTIONS, "columns": {"A": "mae-cnn"}})
+
+
+def test_a_model_gated_on_its_declared_protocol(tmp_path):
+    """MAE + CNN below random init on the section's protocol but above it on kNN: with ``protocols``
+    naming kNN for it, its gate reads kNN (both its cell and the random-init reference) and the claim is tested."""
+    write_distances(tmp_path / "local", "simsiam-cnn", "fedavg", base=10.0)
+    write_distances(tmp_path / "local", "mae-cnn", "fedavg", base=6.0)
+    records = []
+    for seed, noise in enumerate((0.0, 0.01, -0.01)):
+        for model, protocol, acc in (("simsiam-cnn", "finetune", 0.8), ("mae-cnn", "finetune", 0.45),
+                                     ("mae-cnn", "knn", 0.7)):
+            records.append(result("fl", model.split("-")[0], "cnn_small", "dirichlet_balanced", protocol=protocol,
+                                  test_acc=acc + noise, seed=seed, strategy="fedavg", model=model))
+        for protocol, acc in (("finetune", 0.5), ("knn", 0.6)):
+            records.append(result("random", None, "cnn_small", None, protocol=protocol, test_acc=acc + noise, seed=seed))
+    ctx = ReportContext(load_results(write_results(tmp_path / "results", records)), "embedded", "digits",
+                        load_paper_numbers(), weight_distances=load_weight_distances(tmp_path / "local"))
+    assert {f.verdict for f in create_section("table5", OPTIONS).render(ctx).findings} == {"untestable"}
+    out = create_section("table5", {**OPTIONS, "protocols": {"mae-cnn": "knn"}}).render(ctx)
+    assert [f.verdict for f in out.findings] == ["supported"] * 3
+    assert "finetune; mae-cnn on knn" in out.markdown

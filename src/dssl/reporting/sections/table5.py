@@ -8,7 +8,7 @@ mean +- 95 % seed interval per (pair of models, column) and checks the claim on 
 differences: for each ``closer`` entry ``A: B``, column A's distance is below column B's, pair by pair.
 Distances compare encoder tensors, so only columns on one backbone compare (SimSiam vs MAE on the CNN,
 MAE vs MAR on the ViT). A claim is tested only where both columns' FL pretraining beats its random-init
-backbone on ``protocol``.
+backbone on ``protocol``, or on the model's entry of ``protocols`` (as Table 1 reads that model).
 """
 
 from __future__ import annotations
@@ -29,18 +29,20 @@ PAPER_KEY = "table5_weight_distance"
 @register_section("table5")
 class Table5(ReportSection):
     """``columns``: label -> ``"<model>:<strategy>"`` (an FL cell on ``partition``); ``closer``: label A ->
-    label B where the paper finds A's distances below B's."""
+    label B where the paper finds A's distances below B's; ``protocols``: model -> the protocol its gate
+    reads instead of ``protocol``."""
 
     title = "Table 5: weight distance between local and global models"
 
     def __init__(self, columns: Mapping[str, str], partition: str = "fl-label",
-                 closer: Mapping[str, str] | None = None, protocol: str = "finetune") -> None:
+                 closer: Mapping[str, str] | None = None, protocol: str = "finetune",
+                 protocols: Mapping[str, str] | None = None) -> None:
         self.columns = model_strategy_columns(columns)
         self.closer = dict(closer or {})
         unknown = sorted({*self.closer, *self.closer.values()} - set(self.columns))
         if unknown:
             raise ValueError(f"closer names columns {unknown} that are not among {sorted(self.columns)}")
-        self.partition, self.protocol = partition, protocol
+        self.partition, self.protocol, self.protocols = partition, protocol, dict(protocols or {})
 
     def _distances(self, ctx: ReportContext, label: str) -> pd.DataFrame:
         model, strategy = self.columns[label]
@@ -91,11 +93,12 @@ class Table5(ReportSection):
         cells = {}
         for label in labels:
             model, strategy = self.columns[label]
+            protocol = self.protocols.get(model, self.protocol)
             cells[label] = results[(results["framework"] == "fl") & (results["model"] == model)
                                    & (results["strategy"] == strategy) & (results["partition"] == self.partition)
-                                   & (results["protocol"] == self.protocol)]
+                                   & (results["protocol"] == protocol)]
             if cells[label].empty:
-                return f"untestable: no FL {self.protocol} result of {model} / {strategy} on {self.partition}"
+                return f"untestable: no FL {protocol} result of {model} / {strategy} on {self.partition}"
         return gate.untestable(cells)
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
@@ -113,8 +116,9 @@ class Table5(ReportSection):
         if paper:
             parts += ["**Paper A, Table 5** (its ViT, pretrained on Mini-ImageNet, 100 clients, alpha 0.1)",
                       markdown_table(pd.DataFrame(paper["rows"], index=paper["columns"]).T.rename_axis("pair"))]
+        read_on = self.protocol + "".join(f"; {model} on {name}" for model, name in self.protocols.items())
         parts.append(f"**Claim check**: {CLAIM} (paired by seed; tested only where both FL pretrainings beat "
-                     f"random init on {self.protocol})\n\n"
+                     f"random init on {read_on})\n\n"
                      + ("\n".join(f.line() for f in findings)
                         or "- no 'closer' comparison has both columns in this build"))
         return "\n\n".join(parts)
