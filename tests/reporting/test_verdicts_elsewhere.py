@@ -33,7 +33,7 @@ FINDINGS = [finding("SimSiam + CNN, Digits L/non-IID", "supported", "a vs b"),
 def record(label: str, verdicts: dict[str, str], comparable: bool = True) -> VerdictRecord:
     claims = pd.DataFrame([{"section": "table1", "claim": DROP, "cells": cells, "verdict": verdict}
                            for cells, verdict in verdicts.items()])
-    return VerdictRecord(label, {"params_md5": "p", "code_digest": "c", "hardware": ["cpu (AVX2)"]}, claims, comparable)
+    return VerdictRecord(label, {"params_digest": "p", "code_digest": "c", "hardware": ["cpu (AVX2)"]}, claims, comparable)
 
 
 def test_a_claim_is_fragile_where_a_comparable_run_gave_another_verdict() -> None:
@@ -89,6 +89,10 @@ def test_export_records_the_source_and_load_compares_params_and_code(tmp_path, m
     entries = {"avx2-kernels": "reports/verdicts/avx2-kernels"}
     [same] = load_records(tmp_path, Path("params.yaml"), entries)
     assert same.comparable and list(same.claims["verdict"]) == ["supported"]
+    # the build that lists the record in report.verdicts_elsewhere has the record's params
+    (tmp_path / "params.yaml").write_text("profile: embedded\nseeds: [0, 1]\n"
+                                          "report: {verdicts_elsewhere: {avx2-kernels: reports/verdicts/avx2-kernels}}\n")
+    assert load_records(tmp_path, Path("params.yaml"), entries)[0].comparable
     (tmp_path / "params.yaml").write_text("profile: embedded\nseeds: [0, 1, 2]\n")
     assert not load_records(tmp_path, Path("params.yaml"), entries)[0].comparable
     (tmp_path / "params.yaml").write_text("profile: embedded\nseeds: [0, 1]\n")

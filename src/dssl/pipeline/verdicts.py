@@ -23,7 +23,6 @@ from typing import Mapping
 from dssl.artifacts import ArtifactError, read_json
 from dssl.pipeline.common import StageError, atomic_dir
 from dssl.pipeline.layout import METRICS
-from dssl.tracking.lineage import file_md5
 
 VERDICTS = Path("reports/verdicts")
 CLAIMS = Path("reports/sections/claims.csv")
@@ -45,6 +44,24 @@ def code_digest(root: Path) -> str:
     return hashlib.md5("\n".join(rows).encode()).hexdigest()
 
 
+def params_digest(path: Path) -> str:
+    """md5 of a params file's values without ``report.verdicts_elsewhere``: listing a record in the build
+    that reads it must not make that build's params differ from the record's (comments and key order
+    do not count either)."""
+    import yaml
+
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ArtifactError(path, f"unreadable params file ({err})") from err
+    report = params.get("report")
+    if isinstance(report, dict):
+        params["report"] = {key: value for key, value in report.items() if key != "verdicts_elsewhere"}
+        if not params["report"]:
+            del params["report"]
+    return hashlib.md5(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def _hardware(root: Path) -> list[str]:
     """The distinct ``hardware`` labels of the run's result files."""
     labels = {json.loads(path.read_text()).get("hardware") for path in (root / METRICS).rglob("*.json")}
@@ -58,7 +75,7 @@ def _commit(root: Path) -> str | None:
 
 def source(root: Path, params_path: Path) -> dict:
     """What a run's verdicts depend on: its params and code, hardware and kernel pins."""
-    return {"params_md5": file_md5(root / params_path), "code_digest": code_digest(root),
+    return {"params_digest": params_digest(root / params_path), "code_digest": code_digest(root),
             "hardware": _hardware(root), "kernels": {k: os.environ[k] for k in KERNEL_PINS if k in os.environ},
             "commit": _commit(root), "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
@@ -84,11 +101,11 @@ def load_records(root: Path, params_path: Path, entries: Mapping[str, str]):
 
     from dssl.reporting.verdicts import VerdictRecord
 
-    here = {"params_md5": file_md5(root / params_path), "code_digest": code_digest(root)}
+    here = {"params_digest": params_digest(root / params_path), "code_digest": code_digest(root)}
     records = []
     for label, folder in entries.items():
         folder = root / folder
-        recorded = read_json(folder / "source.json", ("params_md5", "code_digest"), recovery=RECOVERY)
+        recorded = read_json(folder / "source.json", ("params_digest", "code_digest"), recovery=RECOVERY)
         try:
             claims = pd.read_csv(folder / "claims.csv", keep_default_na=False)
         except (OSError, pd.errors.ParserError) as err:

@@ -3,7 +3,7 @@
 A trained model's bits follow the kernels torch, oneDNN and MKL pick for the CPU, so at small scale a
 claim whose paired difference sits near 0 can change verdict with the machine. A finished run's claims
 (``claims.csv``) recorded with its source (``dssl verdicts export``: the params file's and the code's
-md5s, the hardware, the kernel pins) are *verdict records*; the report lists each record's verdicts
+digests, the hardware, the kernel pins) are *verdict records*; the report lists each record's verdicts
 beside its own and calls a claim **fragile** where a record made with the same params and code gives
 another verdict. A record from other params or code is shown with that warning and marks nothing.
 """
@@ -24,7 +24,7 @@ NOT_CHECKED = "not checked"
 @dataclass(frozen=True)
 class VerdictRecord:
     """The claims of one run elsewhere: ``label`` (a name for where it ran), ``source`` (what it ran:
-    ``params_md5``, ``code_digest``, ``hardware``, ``kernels``, ``commit``, ``created``), its ``claims``
+    ``params_digest``, ``code_digest``, ``hardware``, ``kernels``, ``commit``, ``created``), its ``claims``
     (the rows of its claims.csv) and whether it ran this build's params and code (``comparable``)."""
 
     label: str
@@ -38,8 +38,8 @@ class VerdictRecord:
         kernels = ", ".join(f"{k}={v}" for k, v in (source.get("kernels") or {}).items()) or "no kernel pins"
         hardware = "; ".join(source.get("hardware") or []) or "hardware not recorded"
         state = ("the same params and code as this build: its verdicts are compared" if self.comparable else
-                 "**other params or code than this build** (params md5 "
-                 f"{str(source.get('params_md5', '?'))[:8]}, code {str(source.get('code_digest', '?'))[:8]}): "
+                 "**other params or code than this build** (params "
+                 f"{str(source.get('params_digest', '?'))[:8]}, code {str(source.get('code_digest', '?'))[:8]}): "
                  "shown, not compared")
         return (f"`{self.label}`: {hardware}, {kernels}; commit {str(source.get('commit') or '?')[:10]}, "
                 f"recorded {source.get('created', '?')}; {state}")
