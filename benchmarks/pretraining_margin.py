@@ -205,6 +205,8 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     overrides = [*args.overrides, *([f"seeds={args.seeds}"] if args.seeds else [])]
     params = apply_overrides(read_params(args.params), overrides)
+    # no report is built here, and the verdict records it would compare live beside the params file, not here
+    params.get("report", {}).pop("verdicts_elsewhere", None)
     (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     params = load_params(workdir / "params.yaml")  # validated, with the overrides
     models = args.models or params["pretrain"]["central"]["models"]

@@ -28,6 +28,8 @@ BIN = Path(sys.executable).parent
 def scratch_project(folder: Path) -> Path:
     for name in ("params.yaml", "dvc.yaml"):
         shutil.copy(REPO / name, folder / name)
+    if (REPO / "reports" / "verdicts").is_dir():   # the verdict records params.yaml may list (validated)
+        shutil.copytree(REPO / "reports" / "verdicts", folder / "reports" / "verdicts")
     return folder
 
 

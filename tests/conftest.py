@@ -25,6 +25,8 @@ def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
     shutil.copytree(REPO / ".dvc" / "plots", target / ".dvc" / "plots")  # the plot templates dvc.yaml names
     shutil.copytree(REPO / "src", target / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(REPO / params_file, target / "params.yaml")
+    if (REPO / "reports" / "verdicts").is_dir():   # the verdict records report.verdicts_elsewhere may list
+        shutil.copytree(REPO / "reports" / "verdicts", target / "reports" / "verdicts")
     # the dvc.yaml files are rendered for the params file in use, as `make repro` does (`dssl dag write`).
     write_files(read_params(target / "params.yaml"), target)
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)

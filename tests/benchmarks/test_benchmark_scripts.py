@@ -257,8 +257,9 @@ def test_stage_times_reads_the_same_stages_from_the_store(overhead_run):
     for kind, (stages, total, largest, memory, speed) in rows.items():
         assert (stages, total, memory, speed) == tuple(expected[kind][i] for i in (0, 1, 3, 2)), kind
         assert largest == total  # one stage of each kind
-    summed = sum(float(row[1]) for row in rows.values())
-    assert re.search(rf"^all stages: 2, summed stage time {summed:.0f} s$", done.stdout, re.M), done.stdout
+    summed = sum(float(row[1]) for row in rows.values())   # of the rows' rounded times: within 0.1 s of the script's
+    total = re.search(r"^all stages: 2, summed stage time (\d+) s$", done.stdout, re.M)
+    assert total and abs(int(total.group(1)) - summed) <= 0.6, done.stdout
 
 
 def test_warm_server_times_each_stage_cold_and_warm(tmp_path):
