@@ -51,9 +51,11 @@ def data():
     return separable_images(96, seed=4, size=SIZE), separable_images(30, seed=5, size=SIZE)
 
 
-def run(name: str, folder: Path | None = None) -> dict:
+def run(name: str, folder: Path | None = None, every_s: float = 0.0) -> dict:
+    """One protocol run; with ``folder``, checkpointed there after every epoch (``every_s`` 0) or once
+    ``every_s`` seconds have passed since the last write."""
     train, test = data()
-    checkpoint = Checkpoint(folder, "fingerprint") if folder is not None else None
+    checkpoint = Checkpoint(folder, "fingerprint", every_s) if folder is not None else None
     return evaluate(PROTOCOL[name], encoder(name), train, test, CONFIGS[name], seed=3, checkpoint=checkpoint)
 
 

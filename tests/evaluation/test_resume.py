@@ -70,3 +70,20 @@ def test_a_killed_fine_tuning_resumes_from_its_last_epoch(tmp_path: Path):
     steps = helper.count_steps()
     assert helper.run("finetune", tmp_path / "ckpt") == uninterrupted
     assert per_epoch == 6 and len(steps) == 6 * per_epoch - 2 * per_epoch
+
+
+def test_epoch_writes_wait_for_the_interval_but_a_stop_writes_at_once(tmp_path: Path):
+    """With a long interval no epoch is written (the probe's 6 epochs take well under an hour), yet a stop
+    request still checkpoints its step and the run resumes from there to the same bits."""
+    from dssl.evaluation.progress import Checkpoint
+
+    uninterrupted = helper.run("linear_probe_10pct")
+    helper.run("linear_probe_10pct", tmp_path / "quiet", every_s=3600)
+    assert not (tmp_path / "quiet" / "checkpoint.pt").exists()
+
+    helper.stop_after(9)
+    with pytest.raises(Preempted, match="SIGTERM"):
+        helper.run("linear_probe_10pct", tmp_path / "stopped", every_s=3600)
+    assert Checkpoint(tmp_path / "stopped", "fingerprint").load() is not None
+    helper.restore()
+    assert helper.run("linear_probe_10pct", tmp_path / "stopped", every_s=3600) == uninterrupted

@@ -37,7 +37,7 @@ def _draw_checkpoint(checkpoint: Checkpoint | None, draw: int) -> Checkpoint | N
     """Where draw ``draw`` keeps its progress: the task's own checkpoint for draw 0, a sub-folder for the others."""
     if checkpoint is None or draw == 0:
         return checkpoint
-    return Checkpoint(checkpoint.folder / f"draw-{draw}", checkpoint.fingerprint)
+    return checkpoint.child(f"draw-{draw}")
 
 
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
