@@ -13,6 +13,7 @@ import yaml
 
 from dssl.config import sections  # noqa: F401  (registers the section validators)
 from dssl.config.checker import SECTION_VALIDATORS, Checker, ParamsError, Problem
+from dssl.yamlio import load_yaml
 
 DEFAULT_PARAMS = Path("params.yaml")
 PROJECT_MARKER = "Snakefile"
@@ -37,7 +38,7 @@ def read_params(path: Path | str = DEFAULT_PARAMS) -> dict:
     if not path.is_file():
         raise ParamsError(str(path), [Problem("<file>", "no such params file", "pass an existing YAML file")])
     try:
-        params = yaml.safe_load(path.read_text())
+        params = load_yaml(path.read_text())
     except yaml.YAMLError as err:
         raise ParamsError(str(path), [Problem("<file>", f"not valid YAML: {err}", "fix the syntax")]) from err
     if not isinstance(params, dict):

@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from dssl.lineage.lock import (
     LineageError,
     LockedPath,
@@ -31,6 +29,7 @@ from dssl.lineage.lock import (
     producers,
     read_lock,
 )
+from dssl.yamlio import load_yaml
 
 MATCHES, CHANGED, MISSING, UNRECORDED = "matches", "changed", "missing", "not in the DVC cache"
 RUN_TAGS = ("git_commit", "git_dirty", "params_hash", "engine", "dvc_stage", "profile", "seed",
@@ -222,7 +221,7 @@ def _file_checks(root: Path, entry: LockedPath, seed: int | None, used: list[str
 
 
 def _current_params(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text()) or {} if path.is_file() else {}
+    return load_yaml(path.read_text()) or {} if path.is_file() else {}
 
 
 def _lookup(params: dict[str, Any], dotted: str) -> Any:

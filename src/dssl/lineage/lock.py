@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from dssl.tracking.lineage import file_md5
+from dssl.yamlio import load_yaml
 
 LOCK_FILE = "dvc.lock"
 DIR_SUFFIX = ".dir"
@@ -73,7 +74,7 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     stages: dict[str, LockedStage] = {}
     for path in paths:
         try:
-            lock = yaml.safe_load(path.read_text()) or {}
+            lock = load_yaml(path.read_text()) or {}
         except yaml.YAMLError as err:
             raise LineageError(f"{path}: not valid YAML ({err}); restore it with `git checkout {path}`") from err
         stages.update({name: _stage(name, entry) for name, entry in (lock.get("stages") or {}).items()})

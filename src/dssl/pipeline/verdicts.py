@@ -23,6 +23,7 @@ from typing import Mapping
 from dssl.artifacts import ArtifactError, read_json
 from dssl.pipeline.common import StageError, atomic_dir
 from dssl.pipeline.layout import METRICS
+from dssl.yamlio import load_yaml
 
 VERDICTS = Path("reports/verdicts")
 CLAIMS = Path("reports/sections/claims.csv")
@@ -51,7 +52,7 @@ def params_digest(path: Path) -> str:
     import yaml
 
     try:
-        params = yaml.safe_load(path.read_text()) or {}
+        params = load_yaml(path.read_text()) or {}
     except (OSError, yaml.YAMLError) as err:
         raise ArtifactError(path, f"unreadable params file ({err})") from err
     report = params.get("report")

@@ -21,6 +21,7 @@ from typing import Any
 from dssl.planning.costs import CostCache, model_costs
 from dssl.planning.throughput import DEFAULT_GPU, DEFAULT_SHARE, RESULTS, Rate, Throughput
 from dssl.planning.workload import StageCost, Workload
+from dssl.yamlio import load_yaml
 
 PROFILE = Path("profiles/slurm")
 SAFETY = 1.5   # the runtime a rule should request: its longest job's estimate times this
@@ -123,12 +124,10 @@ def table_stages(params: dict, names: set[str]) -> dict[str, list[str]]:
 def runtime_limits(profile: Path) -> tuple[dict[str, float], float | None] | None:
     """Minutes per rule (``set-resources``) and the default (``default-resources``) of a Snakemake
     profile's config.yaml; None when there is none."""
-    import yaml
-
     config_file = profile / "config.yaml"
     if not config_file.is_file():
         return None
-    config = yaml.safe_load(config_file.read_text()) or {}
+    config = load_yaml(config_file.read_text()) or {}
     per_rule = {rule: parse_runtime(values["runtime"]) for rule, values in (config.get("set-resources") or {}).items()
                 if isinstance(values, dict) and "runtime" in values}
     default = (config.get("default-resources") or {}).get("runtime")

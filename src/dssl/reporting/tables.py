@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
+
+from dssl.yamlio import load_yaml
 
 PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
 
@@ -32,7 +33,7 @@ CELL_NOTE = ("mean over seeds ± half-width of the 95 % Student-t interval over 
 @cache
 def load_paper_numbers() -> dict[str, Any]:
     """The papers' numbers the report prints, from paper_numbers.yaml."""
-    return yaml.safe_load(PAPER_NUMBERS.read_text())
+    return load_yaml(PAPER_NUMBERS.read_text())
 
 
 def method_name(method: str) -> str:

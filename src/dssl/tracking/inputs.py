@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from dssl.tracking.lineage import content_hash, file_md5
+from dssl.yamlio import load_yaml
 
 DVC_LOCK = "dvc.lock"
 HASHED = "hashed"
@@ -40,10 +41,10 @@ def input_md5s(root: Path, paths: list[Path], lock: bool | None = None) -> dict[
     """``{path: (md5, source)}`` for each input path (relative to ``root``). ``lock``: use dvc.lock's
     md5s (default: when DVC runs the stage); False gives the same md5 under every engine."""
     use_lock = bool(os.environ.get("DVC_STAGE")) if lock is None else lock
-    locked = _lock_outputs(root) if use_lock else {}
+    keys = [Path(path).as_posix() for path in paths]
+    locked = _lock_outputs(root, set(keys)) if use_lock else {}
     found = {}
-    for path in paths:
-        key = Path(path).as_posix()
+    for path, key in zip(paths, keys):
         if key in locked:
             found[key] = locked[key]
         elif (meta := _prepared_meta(Path(root) / path)) is not None:
@@ -53,14 +54,17 @@ def input_md5s(root: Path, paths: list[Path], lock: bool | None = None) -> dict[
     return found
 
 
-def _lock_outputs(root: Path) -> dict[str, tuple[str, str]]:
-    """Every output path the project's lock files record, with its md5 and the stage that wrote it."""
-    outputs = {}
+def _lock_outputs(root: Path, wanted: set[str]) -> dict[str, tuple[str, str]]:
+    """The output paths the project's lock files record, with their md5s and the stages that wrote them,
+    read file by file until every ``wanted`` path is found (each stage reads the lock files afresh)."""
+    outputs: dict[str, tuple[str, str]] = {}
     for lock in [Path(root) / DVC_LOCK, *sorted(Path(root).glob(f"pipelines/*/{DVC_LOCK}"))]:
+        if wanted <= outputs.keys():
+            break
         if not lock.is_file():
             continue
         try:
-            stages = (yaml.safe_load(lock.read_text()) or {}).get("stages") or {}
+            stages = (load_yaml(lock.read_text()) or {}).get("stages") or {}
         except yaml.YAMLError:
             continue
         for name, entry in stages.items():
