@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from dssl.config.checker import Checker
 from dssl.reporting.readme import write_report
@@ -14,6 +16,8 @@ from dssl.reporting.sections import SECTIONS, ReportContext, check_report_params
 from dssl.reporting.tables import load_paper_numbers
 
 from report_helpers import decl_result, result, write_results
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SEEDS = (0, 1, 2)
 NOISE = (0.0, 0.01, -0.01)
@@ -82,9 +86,20 @@ def test_table1_reads_a_model_on_its_declared_protocol(tmp_path):
     assert "(mae_cnn-cnn, knn)" in out.markdown and "mae_cnn-cnn on knn" in out.markdown
 
 
-def test_table1_rejects_an_unknown_protocol():
-    with pytest.raises(ValueError, match="unknown protocol 'knm'"):
-        create_section("table1", {"protocol": "linear_probe_10pct", "protocols": {"mae-vit": "knm"}})
+@pytest.mark.parametrize("section, key", [("table1", "protocols"), ("table5", "protocols"), ("fig2a", "protocol"),
+                                          ("table8", "protocol"), ("fig2b", "protocol"), ("pretraining_gain", "protocols")])
+def test_a_misspelt_protocol_fails_validation_in_every_section(section, key):
+    """Each section that reads a protocol checks the name against the evaluation registry when
+    ``dssl validate`` builds it, the shared check of ``sections/base.py``, rather than reporting its cells
+    untestable after the run."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    options = params["report"]["sections"][section]
+    options[key] = {"mae-vit": "knm"} if key == "protocols" and section != "pretraining_gain" else (
+        ["knm"] if key == "protocols" else "knm")
+    checker = Checker(params, ROOT)
+    check_report_params(checker)
+    assert [problem.path for problem in checker.problems] == [f"report.sections.{section}"]
+    assert "unknown protocol(s) ['knm']" in str(checker.problems[0])
 
 
 def fig2a_records(accuracy: dict[tuple[str, float], float], random: float = 0.5) -> list[dict]:

@@ -17,6 +17,7 @@ from typing import Any, Callable, ClassVar, Mapping
 import pandas as pd
 
 from dssl.config.checker import Checker, ParamsError
+from dssl.evaluation import PROTOCOLS
 from dssl.registry import Registry
 from dssl.reporting.claims import Finding
 from dssl.reporting.figures import footer
@@ -114,6 +115,17 @@ def model_strategy_columns(columns: Mapping[str, str]) -> dict[str, tuple[str, s
     if bad:
         raise ValueError(f"columns {bad} must read '<model>:<strategy>'")
     return parsed  # type: ignore[return-value]
+
+
+def known_protocols(protocol: str, protocols: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A section's ``protocol`` and its per-model ``protocols`` (model -> protocol), each checked against
+    the evaluation registry; returns ``protocols`` as a dict. A misspelt name fails ``dssl validate``
+    here rather than leaving the section's cells "untestable" after the run."""
+    named = dict(protocols or {})
+    unknown = sorted({name for name in (protocol, *named.values()) if name not in PROTOCOLS})
+    if unknown:
+        raise ValueError(f"unknown protocol(s) {unknown}; protocols: {', '.join(PROTOCOLS)}")
+    return named
 
 
 SECTIONS: Registry[type[ReportSection]] = Registry("report section")

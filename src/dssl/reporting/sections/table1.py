@@ -25,10 +25,9 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from dssl.data.partition import IID_ALPHA
-from dssl.evaluation import PROTOCOLS
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare, difference_of_differences
 from dssl.reporting.results import summarise
-from dssl.reporting.sections.base import FIGURES, FOLDER, ReportContext, ReportSection, register_section
+from dssl.reporting.sections.base import FIGURES, FOLDER, ReportContext, ReportSection, known_protocols, register_section
 from dssl.reporting.tables import (
     CELL_NOTE, FAMILY_ORDER, METHOD_ORDER, cell_name, compared_cells, dataset_name, drop_pp, family_name,
     format_drop, format_summary, index_in, markdown_table, row_label,
@@ -183,10 +182,7 @@ class Table1(ReportSection):
 
     def __init__(self, protocol: str = "finetune", dataset: str | None = None, strategy: str = "fedavg",
                  partitions: list[str] | None = None, protocols: dict[str, str] | None = None) -> None:
-        self.protocols = dict(protocols or {})
-        for name in (protocol, *self.protocols.values()):
-            if name not in PROTOCOLS:
-                raise ValueError(f"table1: unknown protocol {name!r}; protocols: {', '.join(PROTOCOLS)}")
+        self.protocols = known_protocols(protocol, protocols)
         self.protocol, self.dataset, self.strategy = protocol, dataset, strategy
         self.partitions = list(partitions) if partitions is not None else None
 

@@ -18,7 +18,8 @@ from typing import Mapping
 import pandas as pd
 
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate
-from dssl.reporting.sections.base import ReportContext, ReportSection, model_strategy_columns, register_section
+from dssl.reporting.sections.base import (ReportContext, ReportSection, known_protocols, model_strategy_columns,
+                                          register_section)
 from dssl.reporting.stats import paired_difference, seed_interval, verdict
 from dssl.reporting.tables import markdown_table
 
@@ -42,7 +43,7 @@ class Table5(ReportSection):
         unknown = sorted({*self.closer, *self.closer.values()} - set(self.columns))
         if unknown:
             raise ValueError(f"closer names columns {unknown} that are not among {sorted(self.columns)}")
-        self.partition, self.protocol, self.protocols = partition, protocol, dict(protocols or {})
+        self.partition, self.protocol, self.protocols = partition, protocol, known_protocols(protocol, protocols)
 
     def _distances(self, ctx: ReportContext, label: str) -> pd.DataFrame:
         model, strategy = self.columns[label]
