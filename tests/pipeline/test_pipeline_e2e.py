@@ -90,6 +90,12 @@ def check_results_and_table(root: Path, params: dict) -> None:
     assert len(claims) and set(claims["verdict"]) <= {"supported", "contradicted", "inconclusive", "untestable"}
     # parameter counts travel from the pretraining into every pretrained cell's results (Table 2's sizes)
     assert all(r["method_parameters"] > r["encoder_parameters"] > 0 for r in results if r["framework"] == "fl")
+    # so do the rounds an FL or DecL cell trained (the learning curve's x), from the model's history
+    for framework in ("fl", "decl"):
+        trained = {(r["model"], r["strategy"]): r["rounds"] for r in results if r["framework"] == framework}
+        assert trained and all(rounds == train_rounds(params, framework, strategy)
+                               for (_, strategy), rounds in trained.items()), trained
+    assert all(r.get("rounds") is None for r in results if r["framework"] in ("central", "local", "random"))
     # Table 5: the weight_distance stages' distances, one row per (pair of models, column)
     distances = pd.read_csv(root / "reports/sections/table5.csv")
     assert set(distances["row"]) == {"local 1 vs local 4", "local 1 vs global", "local 4 vs global"}
@@ -229,3 +235,9 @@ def test_a_bad_params_file_fails_before_any_output(make_project) -> None:
     assert result.returncode != 0
     assert "partitions.fl-label.alpha: must be > 0, got -1" in result.stdout + result.stderr
     assert not (root / "data/prepared").exists()
+
+
+def train_rounds(params: dict, framework: str, strategy: str) -> int:
+    """The rounds a cell trains: the strategy entry's ``train.rounds``, else its framework's."""
+    override = (params["strategies"][strategy].get("train") or {}).get("rounds")
+    return override or params["pretrain"][framework]["train"]["rounds"]

@@ -75,16 +75,18 @@ class Subject:
             return []
         return [self.weights(seed, c) for c in self.clients] if self.clients else [self.weights(seed)]
 
-    def parameter_counts(self, weights: Path | None, encoder) -> dict[str, int | None]:
+    def pretraining_facts(self, weights: Path | None, encoder) -> dict[str, int | None]:
         """Parameters of the evaluated encoder and of the whole pretrained method (heads, predictor, target
-        networks: what paper A's Table 2 counts), the latter from the pretraining's history.json."""
+        networks: what paper A's Table 2 counts), and for an FL or DecL cell the rounds it trained (a
+        learning curve reads one strategy stopped after different rounds); the latter two from the
+        pretraining's history.json."""
         from dssl.artifacts import read_json
 
-        method = None
-        if weights is not None:
-            history = weights.parent / "history.json"
-            method = (read_json(history, ()).get("parameters") or {}).get("method") if history.is_file() else None
-        return {"encoder_parameters": sum(p.numel() for p in encoder.parameters()), "method_parameters": method}
+        history = weights.parent / "history.json" if weights is not None else None
+        recorded = read_json(history, ()) if history is not None and history.is_file() else {}
+        rounds = len(recorded["rounds"]) if self.framework in ("fl", "decl") and "rounds" in recorded else None
+        return {"encoder_parameters": sum(p.numel() for p in encoder.parameters()),
+                "method_parameters": (recorded.get("parameters") or {}).get("method"), "rounds": rounds}
 
 
 @lru_cache(maxsize=4)
@@ -179,14 +181,14 @@ def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str,
     weights = subject.weights(seed, client)
     encoder = _encoder(subject.backbone, size, train.image_shape[0], weights, seed, device,
                        params["evaluate"].get("vit_pool"))
-    sizes = subject.parameter_counts(weights, encoder)
+    facts = subject.pretraining_facts(weights, encoder)
     if subject.pretrained:
         reestimate_batchnorm(encoder, train)
     checkpoint = Checkpoint(folder, fingerprint)
     resumed = "checkpoint" if checkpoint.load() is not None else "no"
     result = evaluate(protocol, encoder, train, test, config, seed, checkpoint)
     record = {
-        **subject.describe, **sizes, "backbone": subject.backbone, "family": backbone_family(subject.backbone),
+        **subject.describe, **facts, "backbone": subject.backbone, "family": backbone_family(subject.backbone),
         "dataset": dataset, "protocol": protocol, "seed": seed, "n_test": len(test),
         "test_acc": float(result["test_acc"]), "val_acc": float(result["val_acc"]),
         "selected": {k: v for k, v in result.items() if k not in ("test_acc", "val_acc")},

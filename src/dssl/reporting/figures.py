@@ -356,6 +356,36 @@ def sweep_figure(points: pd.DataFrame, out_png: Path | str, x_label: str, y_labe
     return Path(out_png)
 
 
+def curve_panels(points: pd.DataFrame, out_png: Path | str, x_label: str, y_label: str, title: str,
+                 note: str) -> Path:
+    """One panel per ``panel`` (a protocol), one line per ``line`` (a model): ``mean`` +- ``ci`` against
+    ``x``, with the line's ``reference`` (its random-init backbone) as a dashed line in its colour."""
+    import seaborn as sns
+
+    panels, lines = list(dict.fromkeys(points["panel"])), list(dict.fromkeys(points["line"]))
+    colours = dict(zip(lines, sns.color_palette("colorblind", len(lines))))
+    with figure(out_png, (4.2 * len(panels) + 0.6, 4.0), note, legend_rows=1.2, ncols=len(panels),
+                squeeze=False) as (fig, axes):
+        for ax, panel in zip(axes[0], panels):
+            for line, marker in zip(lines, "osD^v<>"):
+                curve = points[(points["panel"] == panel) & (points["line"] == line)].sort_values("x")
+                if curve.empty:
+                    continue
+                ax.errorbar(curve["x"], curve["mean"], yerr=curve["ci"].fillna(0.0), marker=marker, capsize=3,
+                            color=colours[line], label=line)
+                if curve["reference"].notna().any():
+                    ax.axhline(curve["reference"].dropna().iloc[0], color=colours[line], linestyle="--",
+                               linewidth=1)
+            ax.set_xticks(sorted(set(points["x"])))
+            ax.set_xlabel(x_label)
+            ax.set_ylabel(y_label)
+            ax.set_title(panel, fontsize=9)
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="lower center", ncol=len(lines), fontsize=8, bbox_to_anchor=(0.5, 0.04))
+        fig.suptitle(wrap(title, 4.2 * len(panels), 9), fontsize=9)
+    return Path(out_png)
+
+
 def feature_grid(embeddings: pd.DataFrame, out_png: Path | str, title: str, note: str) -> Path:
     """Paper A's Fig. 3: one panel per (``model`` row, ``column``) of 2-D points (``x``, ``y``) coloured by
     ``label`` (the class)."""

@@ -26,7 +26,8 @@ REQUIRED_KEYS = (
 )
 # Keys of newer result files; older files read as these defaults.
 OPTIONAL_KEYS: dict[str, Any] = {"n_test": None, "strategy": None, "strategy_config": None,
-                                  "encoder_parameters": None, "method_parameters": None, "hardware": None}
+                                  "encoder_parameters": None, "method_parameters": None, "hardware": None,
+                                  "rounds": None}
 SUMMARY_COLUMNS = ["mean", "ci", "n", "test_ci", "runs"]
 
 

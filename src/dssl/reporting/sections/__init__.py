@@ -6,7 +6,7 @@ Importing this package registers every section; a new table is one module with a
 """
 
 from dssl.reporting.sections import (  # noqa: F401  (registration)
-    comparison, fig2a, fig3, notes, pretraining_gain, table1, table5,
+    comparison, fig2a, fig3, learning_curve, notes, pretraining_gain, table1, table5,
 )
 from dssl.reporting.sections.base import (
     FIGURES,
