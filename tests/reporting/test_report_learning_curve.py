@@ -86,3 +86,9 @@ def test_the_figure_draws_a_panel_per_protocol(tmp_path: Path):
 def test_bad_options_fail_when_the_section_is_built(options, message):
     with pytest.raises(ValueError, match=message):
         create_section("learning_curve", options)
+
+
+def test_one_seed_gives_gains_without_an_interval(tmp_path: Path):
+    one_seed = [r for r in records(GAINS) if r["seed"] == 0]
+    out = create_section("learning_curve", OPTIONS).render(context(tmp_path, one_seed))
+    assert "+5.0 (one seed, no interval)" in out.markdown and "nan" not in out.markdown

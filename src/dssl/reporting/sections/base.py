@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 import pandas as pd
 
@@ -117,14 +117,20 @@ def model_strategy_columns(columns: Mapping[str, str]) -> dict[str, tuple[str, s
     return parsed  # type: ignore[return-value]
 
 
-def known_protocols(protocol: str, protocols: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A section's ``protocol`` and its per-model ``protocols`` (model -> protocol), each checked against
-    the evaluation registry; returns ``protocols`` as a dict. A misspelt name fails ``dssl validate``
-    here rather than leaving the section's cells "untestable" after the run."""
-    named = dict(protocols or {})
-    unknown = sorted({name for name in (protocol, *named.values()) if name not in PROTOCOLS})
+def check_protocols(names: Iterable[str]) -> None:
+    """Every name a section's options give as a protocol must be one of the evaluation registry's: a
+    misspelt name fails ``dssl validate`` here rather than leaving the section's cells "untestable"
+    after the run."""
+    unknown = sorted({name for name in names if name not in PROTOCOLS})
     if unknown:
         raise ValueError(f"unknown protocol(s) {unknown}; protocols: {', '.join(PROTOCOLS)}")
+
+
+def known_protocols(protocol: str, protocols: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A section's ``protocol`` and its per-model ``protocols`` (model -> protocol), checked
+    (``check_protocols``); returns ``protocols`` as a dict."""
+    named = dict(protocols or {})
+    check_protocols([protocol, *named.values()])
     return named
 
 

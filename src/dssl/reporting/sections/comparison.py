@@ -25,7 +25,7 @@ import pandas as pd
 from dssl.config.strategies import declared_strategies
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.results import accuracy_summary
-from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, known_protocols, register_section
+from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, check_protocols, register_section
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from dssl.reporting.tables import CELL_NOTE, cell_name, compared_cells, format_summary, markdown_table
 from dssl.topology.mixing import DEFAULT_RULE
@@ -83,7 +83,7 @@ class StrategyComparison(ReportSection):
             raise ValueError(f"framework must be one of fl, decl, got {framework!r}")
         if not rows or not columns:
             raise ValueError("rows (label -> strategy) and columns (label -> partition or graph) must be non-empty")
-        known_protocols(protocol)
+        check_protocols([protocol])
         self.model, self.framework, self.protocol = model, framework, protocol
         self.rows, self.columns = dict(rows), dict(columns)
         if best is not None:
@@ -518,7 +518,7 @@ class FedEMALambda(ReportSection):
             raise ValueError(f"points must map lambda values to strategy entries, got {dict(points)}") from err
         if len(self.points) < 2:
             raise ValueError("a sweep needs at least two lambda values")
-        known_protocols(protocol)
+        check_protocols([protocol])
         self.model, self.partition, self.protocol, self.framework = model, partition, protocol, framework
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from scipy.stats import spearmanr
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.figures import FL_LABEL, TOPOLOGIES, fig2a_runs, figure2a
 from dssl.reporting.results import summarise
-from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, known_protocols, register_section
+from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, check_protocols, register_section
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from dssl.reporting.tables import CELL_NOTE, cell_name, compared_cells, dataset_name, format_summary, markdown_table
 
@@ -39,7 +39,7 @@ class Fig2a(ReportSection):
 
     def __init__(self, protocol: str = "finetune", model: str | None = None, partition: str | None = None,
                  strategy: str = "decl-uniform") -> None:
-        known_protocols(protocol)
+        check_protocols([protocol])
         self.protocol, self.model, self.partition, self.strategy = protocol, model, partition, strategy
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from dssl.reporting.claims import Finding, PretrainingGate
 from dssl.reporting.results import accuracy_summary
-from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, known_protocols, register_section
+from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, check_protocols, register_section
 from dssl.reporting.tables import CELL_NOTE, cell_name, format_summary, markdown_table, row_label
 
 
@@ -41,8 +41,7 @@ class LearningCurve(ReportSection):
         if len(strategies) < 2:
             raise ValueError("a curve needs at least two strategy entries (the same rule stopped after "
                              "different rounds)")
-        for protocol in protocols or []:
-            known_protocols(protocol)
+        check_protocols(protocols or [])
         self.models, self.strategies, self.partition = list(models), list(strategies), partition
         self.protocols = list(protocols) if protocols is not None else None
 
@@ -57,10 +56,9 @@ class LearningCurve(ReportSection):
         gate = PretrainingGate(results)
         rows = [self._point(key, cell, gate)
                 for key, cell in cells.groupby(["model", "protocol", "strategy"], sort=False)]
-        table = pd.DataFrame(rows)
-        order = table["model"].map(self.models.index)
-        return table.assign(order=order).sort_values(["order", "protocol", "rounds"]).drop(columns="order") \
-                    .reset_index(drop=True)
+        table = pd.DataFrame(rows).assign(order=lambda t: t["model"].map(self.models.index))
+        table = table.sort_values(["order", "protocol", "rounds"]).drop(columns="order")
+        return table.reset_index(drop=True)
 
     def _point(self, key: tuple, cell: pd.DataFrame, gate: PretrainingGate) -> dict[str, Any]:
         model, protocol, strategy = key
@@ -136,6 +134,9 @@ class LearningCurve(ReportSection):
 
 
 def _gain_text(margin: Any) -> str:
+    """The paired gain in pp with its interval, as ``Finding.evidence`` words one (a single seed has none)."""
     if margin is None:
         return ""
+    if not margin.defined:
+        return f"{100 * margin.mean:+.1f} (one seed, no interval)"
     return f"{100 * margin.mean:+.1f} [{100 * margin.low:+.1f}, {100 * margin.high:+.1f}]"

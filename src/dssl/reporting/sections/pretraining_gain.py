@@ -15,7 +15,7 @@ import pandas as pd
 
 from dssl.reporting.claims import RANDOM, UNTESTABLE, Finding, PretrainingGate
 from dssl.reporting.results import accuracy_summary
-from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, known_protocols, register_section
+from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, check_protocols, register_section
 from dssl.reporting.stats import verdict
 from dssl.reporting.tables import (
     CELL_NOTE, FRAMEWORK_ORDER, cell_name, compared_cells, evaluation_name, format_summary, index_in, markdown_table,
@@ -42,8 +42,7 @@ class PretrainingGain(ReportSection):
     title = "Does SSL pretraining beat random init?"
 
     def __init__(self, protocols: list[str] | None = None) -> None:
-        for protocol in protocols or []:
-            known_protocols(protocol)
+        check_protocols(protocols or [])
         self.protocols = protocols
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
