@@ -4,6 +4,11 @@
 or graphs (DecL) x strategies. ``pretrain.local.grids`` (clients trained alone) are models x
 partitions. A framework's cells are the union of its grids; a cell two grids share trains once. Every
 cell of a framework trains with the framework's ``train`` settings.
+
+Seeds: every cell runs the top-level ``seeds`` list, unless a grid that lists it sets its own ``seeds``
+(more seeds where a table's intervals need them, without paying for them everywhere). A cell runs one
+list: grids that share a cell must agree on it (``dssl validate``). The random-init reference of a
+backbone runs every seed any cell of that backbone runs, so that each cell pairs with it seed by seed.
 """
 
 from __future__ import annotations
@@ -72,6 +77,72 @@ def local_clients(params: dict, partition: str, count: int) -> list[int]:
     all ``count`` clients of the partition when it names none."""
     chosen = (((params.get("pretrain") or {}).get("local") or {}).get("clients") or {}).get(partition)
     return [int(c) for c in chosen] if chosen is not None else list(range(count))
+
+
+TOP_LEVEL_SEEDS = "seeds"
+SEEDED = ("fl", "decl", "local")   # frameworks whose grids may set their own seeds
+
+
+def _raw_grids(params: dict, framework: str) -> dict:
+    return ((params.get("pretrain") or {}).get(framework) or {}).get("grids") or {}
+
+
+def grid_seed_keys(params: dict, framework: str, cell: tuple) -> list[str]:
+    """The params keys of the seed lists the grids listing ``cell`` give it, in grid order: a grid's own
+    ``pretrain.<framework>.grids.<name>.seeds``, or the top-level ``seeds`` for a grid without one."""
+    raw = _raw_grids(params, framework)
+    return list(dict.fromkeys(f"pretrain.{framework}.grids.{name}.seeds" if "seeds" in (raw.get(name) or {})
+                              else TOP_LEVEL_SEEDS
+                              for name, cells in named_grids(params, framework).items() if cell in cells))
+
+
+def seeds_key(params: dict, framework: str, cell: tuple) -> str:
+    """The params key that declares the seeds of a cell (``framework`` ``fl``, ``decl`` or ``local``;
+    ``central`` cells run the top-level list): the first of ``grid_seed_keys``, or the top-level
+    ``seeds`` for a cell no grid lists."""
+    keys = grid_seed_keys(params, framework, cell) if framework in SEEDED else []
+    return keys[0] if keys else TOP_LEVEL_SEEDS
+
+
+def seeds_at(params: dict, key: str) -> list[int]:
+    """The seed list at a dotted params key (``seeds_key``)."""
+    value = params
+    for part in key.split("."):
+        value = value[part]
+    return [int(s) for s in value]
+
+
+def cell_seeds(params: dict, framework: str, cell: tuple) -> list[int]:
+    """The seeds a cell trains and is evaluated on (``seeds_key``)."""
+    return seeds_at(params, seeds_key(params, framework, cell))
+
+
+def shared_seeds(params: dict, cell: Cell) -> list[int]:
+    """The seeds of an FL cell that its stand-alone cell (same model and partition) also trains: what a
+    section comparing the two (Table 5's weight distance) pairs on."""
+    local = set(cell_seeds(params, "local", cell[:2]))
+    return [seed for seed in cell_seeds(params, "fl", cell) if seed in local]
+
+
+def reference_seed_keys(params: dict, models: list[str]) -> list[str]:
+    """The keys of every seed list a cell of ``models`` runs, the top-level ``seeds`` first: what a
+    random-init reference for those models' backbone runs."""
+    keys = [TOP_LEVEL_SEEDS]
+    for framework in SEEDED:
+        for cell in grid_cells(params, framework):
+            if cell[0] in models:
+                keys.append(seeds_key(params, framework, cell))
+    return list(dict.fromkeys(keys))
+
+
+def reference_seeds(params: dict, models: list[str]) -> list[int]:
+    """Every seed a cell of ``models`` runs, sorted (``reference_seed_keys``)."""
+    return sorted({seed for key in reference_seed_keys(params, models) for seed in seeds_at(params, key)})
+
+
+def backbone_models(params: dict, backbone: str) -> list[str]:
+    """The models whose encoder is ``backbone`` (the random-init reference of that backbone serves them)."""
+    return [name for name, spec in (params.get("models") or {}).items() if (spec or {}).get("backbone") == backbone]
 
 
 def grid_cells(params: dict, framework: str) -> list[Cell]:

@@ -299,6 +299,8 @@ def check_pretrain(c: Checker) -> None:
             c.add(f"pretrain.{framework}", "missing section", "dvc.yaml and the Snakefile expand its grid")
     if "local" in pretrain:   # optional: stand-alone clients
         _check_local(c, pretrain, models)
+    for framework in ("fl", "decl", "local"):
+        _check_shared_cells(c, framework)
 
 
 def _check_local(c: Checker, pretrain: dict, models: dict) -> None:
@@ -327,7 +329,9 @@ def _check_local(c: Checker, pretrain: dict, models: dict) -> None:
         where = f"{path}.grids.{name}"
         if c.mapping(grid, where) is None:
             continue
-        c.unknown_keys(grid, {"models", "partitions"}, where)
+        c.unknown_keys(grid, {"models", "partitions", "seeds"}, where)
+        if "seeds" in grid:
+            _check_seed_list(c, grid["seeds"], f"{where}.seeds")
         _name_list(c, grid, "models", models, where, "models")
         for i, partition in enumerate(_name_list(c, grid, "partitions", partitions, where, "partitions")):
             _partition_of_pretrain_dataset(c, pretrain, partition, f"{where}.partitions[{i}]")
@@ -374,7 +378,9 @@ def _check_grid(c: Checker, pretrain: dict, framework: str, models: dict, grid: 
     if grid is None:
         return
     place, what = GRID_PLACES[framework]
-    c.unknown_keys(grid, {"models", place, "strategies"}, path)
+    c.unknown_keys(grid, {"models", place, "strategies", "seeds"}, path)
+    if "seeds" in grid:
+        _check_seed_list(c, grid["seeds"], f"{path}.seeds")
     _name_list(c, grid, "models", models, path, "models")
     _name_list(c, grid, "strategies", c.params.get("strategies") or {}, path, "strategies")
     _check_grid_strategies(c, grid, framework, path)
@@ -544,15 +550,38 @@ def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) 
 @section_validator
 def check_seeds(c: Checker) -> None:
     """``seeds``: the list every training and evaluation cell runs, one MLflow run and folder per seed."""
-    seeds = c.params.get("seeds")
+    _check_seed_list(c, c.params.get("seeds"), "seeds")
+
+
+def _check_seed_list(c: Checker, seeds: object, path: str) -> bool:
+    """A non-empty list of distinct integers >= 0 (the top-level ``seeds`` or a grid's own)."""
     if not isinstance(seeds, list) or not seeds:
-        c.add("seeds", "must be a non-empty list of integers", "e.g. seeds: [0, 1, 2]")
-        return
-    for i, seed in enumerate(seeds):
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            c.add(f"seeds[{i}]", f"must be an integer >= 0, got {seed!r}")
+        c.add(path, "must be a non-empty list of integers", "e.g. seeds: [0, 1, 2]")
+        return False
+    bad = [i for i, seed in enumerate(seeds) if not _is_index(seed)]
+    for i in bad:
+        c.add(f"{path}[{i}]", f"must be an integer >= 0, got {seeds[i]!r}")
     if len(set(map(str, seeds))) != len(seeds):
-        c.add("seeds", "holds a seed twice", "list each seed once")
+        c.add(path, "holds a seed twice", "list each seed once")
+        return False
+    return not bad
+
+
+def _check_shared_cells(c: Checker, framework: str) -> None:
+    """A cell runs one list of seeds: every grid listing it must give it the same one."""
+    from dssl.config.grids import grid_cells, grid_seed_keys, seeds_at
+
+    try:
+        lists = {cell: {key: seeds_at(c.params, key) for key in grid_seed_keys(c.params, framework, cell)}
+                 for cell in grid_cells(c.params, framework)}
+    except (AttributeError, KeyError, TypeError, ValueError):   # malformed grids or seeds: reported by their checks
+        return
+    for cell, by_key in lists.items():
+        if len({tuple(sorted(seeds)) for seeds in by_key.values()}) > 1:
+            listed = "; ".join(f"{key}: {seeds}" for key, seeds in by_key.items())
+            c.add(list(by_key)[-1], f"cell {' / '.join(cell)} is in grids with different seeds ({listed})",
+                  "a cell trains one list of seeds: give the grids that share it the same seeds, or list it in one")
+            return
 
 
 IMPROVE_CRITERIA_NAMES = {"sensitivity", "algebraic_connectivity", "min_degree", "random"}
@@ -635,11 +664,24 @@ def check_features(c: Checker) -> None:
               f"the dataset whose test split is embedded, one of: {', '.join(sorted(datasets)) or '(none defined)'}")
     c.number(section, "images", path, integer=True, low=10, required=False,
              hint="how many test images (a class-stratified subset) each panel embeds")
-    seeds = c.params.get("seeds") or []
-    if section.get("seed") not in seeds:
-        c.add(f"{path}.seed", f"{section.get('seed')!r} is not one of seeds {seeds}",
-              "the figure shows the models of one seed the pretraining stages train")
     _check_local_and_global(c, path, "Fig. 3")
+    _check_feature_seed(c, section.get("seed"))
+
+
+def _check_feature_seed(c: Checker, seed: object) -> None:
+    """Fig. 3 shows one seed's models: every FL cell it embeds and its stand-alone cell train that seed."""
+    from dssl.config.grids import cell_seeds, feature_cells
+
+    try:
+        cells = [(("fl", cell), ("local", cell[:2])) for cell in feature_cells(c.params)]
+        trained = {" / ".join(cell): cell_seeds(c.params, framework, cell) for pair in cells for framework, cell in pair}
+    except (AttributeError, KeyError, TypeError, ValueError):   # malformed grids or seeds: reported by their checks
+        trained = {"seeds": c.params.get("seeds") or []}
+    lacking = {cell: seeds for cell, seeds in trained.items() if seed not in seeds}
+    if lacking:
+        cell, seeds = next(iter(lacking.items()))
+        c.add("features.seed", f"{seed!r} is not one of the seeds {seeds} that {cell} trains",
+              "the figure shows the models of one seed the pretraining stages train")
 
 
 def _check_local_and_global(c: Checker, path: str, table: str) -> None:
@@ -664,6 +706,10 @@ def _check_local_and_global(c: Checker, path: str, table: str) -> None:
         for key in ("models", "partitions", "strategies"):
             _name_list(c, grid, key, c.params.get(key) or {}, where, key)
     for model, partition, strategy in local_vs_global_cells(c.params, path):
+        both_trained = (model, partition, strategy) in fl_cells and (model, partition) in stand_alone
+        if both_trained and not _shares_seeds(c, (model, partition, strategy)):
+            c.add(path, f"FL cell {model} / {partition} / {strategy} and its stand-alone cell share no seed",
+                  f"{table} pairs them seed by seed: give their grids a common seed")
         if (model, partition, strategy) not in fl_cells:
             c.add(path, f"cell {model} / {partition} / {strategy} is not an FL cell of pretrain.fl.grids",
                   f"{table} compares local models with an FL cell's global model: add the cell to an FL grid")
@@ -676,6 +722,15 @@ def _check_local_and_global(c: Checker, path: str, table: str) -> None:
         elif isinstance(count, int) and (untrained := set(clients) - _trained(c, partition, count)):
             c.add(f"{path}.clients", f"{clients}: pretrain.local.clients.{partition} does not train {sorted(untrained)}",
                   f"add them to pretrain.local.clients.{partition}")
+
+
+def _shares_seeds(c: Checker, cell: tuple) -> bool:
+    from dssl.config.grids import shared_seeds
+
+    try:
+        return bool(shared_seeds(c.params, cell))
+    except (AttributeError, KeyError, TypeError, ValueError):   # malformed seeds: reported by their checks
+        return True
 
 
 def _trained(c: Checker, partition: str, count: int) -> set[int]:

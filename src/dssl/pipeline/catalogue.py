@@ -26,7 +26,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from dssl.config.grids import feature_cells, grid_cells, local_cells, weight_distance_cells
+from dssl.config.grids import (backbone_models, feature_cells, grid_cells, local_cells, reference_seed_keys, seeds_key,
+                               weight_distance_cells)
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 
 Fields = dict[str, str]
@@ -127,19 +128,22 @@ def _family(params: dict, model: str) -> str:
 
 def _fl_cells(params: dict) -> list[Fields]:
     return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "family": _family(params, m)} for m, p, s in grid_cells(params, "fl")]
+             "family": _family(params, m), "seeds_key": seeds_key(params, "fl", (m, p, s))}
+            for m, p, s in grid_cells(params, "fl")]
 
 
 def _decl_cells(params: dict) -> list[Fields]:
     from dssl.config.sections import graph_partition
 
     return [{"model": m, "graph": g, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "partition": graph_partition(params, g), "family": _family(params, m)}
+             "partition": graph_partition(params, g), "family": _family(params, m),
+             "seeds_key": seeds_key(params, "decl", (m, g, s))}
             for m, g, s in grid_cells(params, "decl")]
 
 
 def _weight_distance_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"]}
+    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"],
+             "seeds_key": seeds_key(params, "fl", (m, p, s))}
             for m, p, s in weight_distance_cells(params)]
 
 
@@ -149,7 +153,8 @@ def _feature_cells(params: dict) -> list[Fields]:
 
 
 def _local_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"], "family": _family(params, m)}
+    return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"], "family": _family(params, m),
+             "seeds_key": seeds_key(params, "local", (m, p))}
             for m, p in local_cells(params)]
 
 
@@ -160,13 +165,13 @@ def _local_params(params: dict) -> list[str]:
 
 
 def _central_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m)}
+    return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m), "seeds_key": "seeds"}
             for m in _section(params, "pretrain", "central").get("models", [])]
 
 
 def _pretrain_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
     return _const("models.{model}", "pretrain.dataset", "pretrain.image_size", "pretrain.optimizers.{family}",
-                  f"pretrain.{framework}.train", *extra, "seeds")
+                  f"pretrain.{framework}.train", *extra, "{seeds_key}")
 
 
 def _evaluation_inputs(*cell_inputs: str) -> Templates:
@@ -179,13 +184,25 @@ def _feature_params(params: dict) -> list[str]:
     return ["features", "pretrain.image_size", "models.{model}", *pool]
 
 
-def _evaluation_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
+def _evaluation_params(framework: str, extra: tuple[str, ...] = (), seeds: Templates = _const("{seeds_key}")) -> Templates:
+    """``seeds``: the keys of the seed lists an instance evaluates (default its cell's, ``{seeds_key}``)."""
     def keys(params: dict) -> list[str]:
         protocols = params["evaluate"]["protocols"].get(framework, [])
         pool = ["evaluate.vit_pool"] if "vit_pool" in params["evaluate"] else []
         return ["pretrain.image_size", "evaluate.datasets", f"evaluate.protocols.{framework}", *pool,
-                *(f"evaluate.{p}" for p in protocols), *extra, "seeds"]
+                *(f"evaluate.{p}" for p in protocols), *extra, *seeds(params)]
     return keys
+
+
+def _random_cells(params: dict) -> list[Fields]:
+    return [{"backbone": b} for b in params["evaluate"].get("random_backbones", [])]
+
+
+def _random_seed_keys(params: dict) -> list[str]:
+    """Every seed list a random-init stage runs: the union over the backbones' cells, so that each cell pairs
+    with its reference seed by seed (one template list serves all of the kind's instances)."""
+    models = [m for backbone in params["evaluate"].get("random_backbones", []) for m in backbone_models(params, backbone)]
+    return reference_seed_keys(params, models)
 
 
 def _results(framework: str, cell: str) -> Templates:
@@ -325,7 +342,7 @@ KINDS: tuple[StageKind, ...] = (
               outputs=_const("models/local/{model}/{partition}/"), training=True),
     StageKind("weight_distance", "weight_distance:run", ("model", "partition", "strategy"),
               "Paper A's Table 5: stand-alone clients' encoders against an FL cell's global encoder, every seed.",
-              grid=_weight_distance_cells, params=_const("weight_distance.clients", "seeds"),
+              grid=_weight_distance_cells, params=_const("weight_distance.clients", "{seeds_key}"),
               inputs=_const("models/local/{model}/{partition}", "models/fl/{model}/{partition}/{strategy}"),
               outputs=_const("reports/distances/{model}/{partition}/{strategy}/")),
     StageKind("features", "features:run", ("model", "partition", "strategy"),
@@ -359,8 +376,8 @@ KINDS: tuple[StageKind, ...] = (
               metrics=_results("local", "{model}/{partition}"), training=True),
     StageKind("evaluate_random", "evaluate:run_random", ("backbone",),
               "Evaluate a randomly initialised backbone (reference), every seed.",
-              grid=_evaluated("random", lambda p: [{"backbone": b} for b in p["evaluate"].get("random_backbones", [])]),
-              params=_evaluation_params("random"), inputs=_evaluation_inputs(),
+              grid=_evaluated("random", _random_cells),
+              params=_evaluation_params("random", seeds=_random_seed_keys), inputs=_evaluation_inputs(),
               outputs=_results("random", "{backbone}"), metrics=_results("random", "{backbone}"), training=True),
     StageKind("report", "report:run", (),
               "Tables, figures, reports/README.md and README.html from the evaluation results.",

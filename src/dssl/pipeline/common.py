@@ -12,7 +12,7 @@ import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from dssl.config.params import load_params
 from dssl.pipeline.layout import FIGURES, graph_file, partition_dir, prepared_dir  # noqa: F401  (stage vocabulary)
@@ -35,12 +35,16 @@ class StageError(Exception):
 class Stage:
     """Context of one stage run: validated params, the entry it reads, timing and logging."""
 
-    def __init__(self, kind: str, name: str, params_path: Path | str):
+    def __init__(self, kind: str, name: str, params_path: Path | str,
+                 seeds: Callable[[dict], list[int]] | None = None):
+        """``seeds(params)``: the seeds the stage runs (default the top-level ``seeds``; a grid cell's come
+        from ``config.grids.cell_seeds``)."""
         self.kind = kind
         self.name = name
         self.params = load_params(params_path)
         self.root = project_root()
         self.profile = str(self.params.get("profile", "default"))
+        self.seeds = seeds(self.params) if seeds else [int(s) for s in self.params["seeds"]]
         self.started = time.perf_counter()
 
     @property
@@ -54,10 +58,6 @@ class Stage:
             known = ", ".join(sorted(entries)) or "(none)"
             raise StageError(f"'{self.name}' is not defined in params section '{section}'; defined: {known}")
         return entries[self.name] or {}
-
-    @property
-    def seeds(self) -> list[int]:
-        return [int(s) for s in self.params["seeds"]]
 
     def log(self, params_read: dict, metrics: dict[str, float], artifacts: list[Path], inputs: list[Path]) -> str:
         """Log a stage that is one run (no seeds)."""

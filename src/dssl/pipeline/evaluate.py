@@ -32,6 +32,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
+from dssl.config.grids import backbone_models, cell_seeds, reference_seeds
 from dssl.config.sections import backbone_family
 from dssl.evaluation.registry import PROTOCOLS
 from dssl.pipeline.common import Stage, StageError, atomic_dir
@@ -273,7 +274,7 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
         results = _clients_merged(results)
     read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", "vit_pool", *params["evaluate"]["protocols"][subject.framework])
                          if key in params["evaluate"]},
-            "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": params["seeds"]}
+            "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": stage.seeds}
     strategy = subject.describe.get("strategy")
     if strategy:
         read["strategies"] = {strategy: params["strategies"][strategy]}
@@ -337,7 +338,8 @@ def _describe(params: dict, framework: str, model: str | None, partition: str | 
 
 
 def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -> Path:
-    stage = Stage("evaluate_fl", f"{model}-{partition}-{strategy}", params_path)
+    stage = Stage("evaluate_fl", f"{model}-{partition}-{strategy}", params_path,
+                  lambda params: cell_seeds(params, "fl", (model, partition, strategy)))
     params = stage.params
     subject = Subject("fl", cell_path(model, partition, strategy), params["models"][model]["backbone"],
                       _describe(params, "fl", model, partition=partition, strategy=strategy))
@@ -346,7 +348,8 @@ def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -
 
 def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> Path:
     from dssl.config.sections import graph_partition
-    stage = Stage("evaluate_decl", f"{model}-{graph}-{strategy}", params_path)
+    stage = Stage("evaluate_decl", f"{model}-{graph}-{strategy}", params_path,
+                  lambda params: cell_seeds(params, "decl", (model, graph, strategy)))
     params = stage.params
     subject = Subject("decl", cell_path(model, graph, strategy), params["models"][model]["backbone"],
                       _describe(params, "decl", model, partition=graph_partition(params, graph), graph=graph,
@@ -374,7 +377,8 @@ def stand_alone_encoders(cell_dir: Path, seeds: list[int]) -> tuple[int, ...]:
 
 def run_local(model: str, partition: str, params_path: Path | str) -> Path:
     """Every stand-alone client of the cell evaluated on its own; a seed's result is their mean."""
-    stage = Stage("evaluate_local", f"{model}-{partition}", params_path)
+    stage = Stage("evaluate_local", f"{model}-{partition}", params_path,
+                  lambda params: cell_seeds(params, "local", (model, partition)))
     params = stage.params
     cell = cell_path(model, partition)
     subject = Subject("local", cell, params["models"][model]["backbone"],
@@ -384,6 +388,8 @@ def run_local(model: str, partition: str, params_path: Path | str) -> Path:
 
 
 def run_random(backbone: str, params_path: Path | str) -> Path:
-    stage = Stage("evaluate_random", backbone, params_path)
+    # every seed a cell of this backbone runs: each cell pairs with its random-init reference seed by seed
+    stage = Stage("evaluate_random", backbone, params_path,
+                  lambda params: reference_seeds(params, backbone_models(params, backbone)))
     subject = Subject("random", backbone, backbone, _describe(stage.params, "random", None), pretrained=False)
     return _run(stage, subject, [])

@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from dssl.config.grids import cell_seeds
 from dssl.config.sections import backbone_family
 from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
@@ -236,9 +237,10 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
 
 
 def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -> Path:
-    stage = Stage("pretrain_fl", f"{model}-{partition}-{strategy}", params_path)
+    stage = Stage("pretrain_fl", f"{model}-{partition}-{strategy}", params_path,
+                  lambda params: cell_seeds(params, "fl", (model, partition, strategy)))
     params = stage.params
-    read = _params_read(params, model, {"fl": {"train": params["pretrain"]["fl"]["train"]}},
+    read = _params_read(params, model, {"fl": {"train": params["pretrain"]["fl"]["train"]}}, stage.seeds,
                         partitions={partition: params["partitions"][partition]},
                         strategies={strategy: params["strategies"][strategy]})
     cell = Cell(stage.stage_name, "fl", model, partition, read, (partition_dir(partition),), strategy,
@@ -276,10 +278,11 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
 def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> Path:
     from dssl.config.sections import graph_partition
 
-    stage = Stage("pretrain_decl", f"{model}-{graph}-{strategy}", params_path)
+    stage = Stage("pretrain_decl", f"{model}-{graph}-{strategy}", params_path,
+                  lambda params: cell_seeds(params, "decl", (model, graph, strategy)))
     params = stage.params
     partition = graph_partition(params, graph)
-    read = _params_read(params, model, {"decl": {"train": params["pretrain"]["decl"]["train"]}},
+    read = _params_read(params, model, {"decl": {"train": params["pretrain"]["decl"]["train"]}}, stage.seeds,
                         graphs={graph: graph_spec(params, graph)}, strategies={strategy: params["strategies"][strategy]})
     cell = Cell(stage.stage_name, "decl", model, graph, read, (partition_dir(partition), graph_file(graph)), strategy,
                 schedule_device(params, "decl", strategy))
@@ -317,7 +320,8 @@ def _central_seed(cell: Cell, params: dict, seed: int):
 
 def run_central(model: str, params_path: Path | str) -> Path:
     stage = Stage("pretrain_central", model, params_path)
-    read = _params_read(stage.params, model, {"central": {"train": stage.params["pretrain"]["central"]["train"]}})
+    read = _params_read(stage.params, model, {"central": {"train": stage.params["pretrain"]["central"]["train"]}},
+                        stage.seeds)
     return _run_cell(stage, Cell(stage.stage_name, "central", model, None, read,
                                  device=schedule_device(stage.params, "central")), _central_seed)
 
@@ -353,11 +357,13 @@ def _local_client(cell: Cell, params: dict, out: Path, task: Task) -> dict[str, 
 def run_local(model: str, partition: str, params_path: Path | str) -> Path:
     """Stand-alone training (paper B's stand-alone row; paper A's Table 5 local models): every client of
     ``stand_alone_clients`` trains alone, every seed; one MLflow run per (seed, client)."""
-    stage = Stage("pretrain_local", f"{model}-{partition}", params_path)
+    stage = Stage("pretrain_local", f"{model}-{partition}", params_path,
+                  lambda params: cell_seeds(params, "local", (model, partition)))
     params = stage.params
     clients = stand_alone_clients(params, partition)
     local = params["pretrain"]["local"]
-    read = _params_read(params, model, {"local": {key: local[key] for key in ("train", "clients") if key in local}})
+    read = _params_read(params, model, {"local": {key: local[key] for key in ("train", "clients") if key in local}},
+                        stage.seeds)
     cell = Cell(stage.stage_name, "local", model, partition, read, (partition_dir(partition),),
                 device=schedule_device(params, "local"))
     return _run_cell(stage, cell, _local_client, [Task(seed, client) for seed in stage.seeds for client in clients])
@@ -368,7 +374,7 @@ def graph_spec(params: dict, graph: str) -> dict:
     return (params.get("graphs") or {}).get(graph) or params["improved_graphs"][graph]
 
 
-def _params_read(params: dict, model: str, framework: dict, **extra: dict) -> dict:
+def _params_read(params: dict, model: str, framework: dict, seeds: list[int], **extra: dict) -> dict:
     """Exactly the params a pretraining stage reads (what DVC tracks for it and MLflow logs)."""
     pretrain = params["pretrain"]
     family = backbone_family(params["models"][model]["backbone"])
@@ -378,5 +384,5 @@ def _params_read(params: dict, model: str, framework: dict, **extra: dict) -> di
                      "optimizers": {family: pretrain["optimizers"][family]}, **framework},
     }
     read.update(extra)
-    read["seeds"] = params["seeds"]
+    read["seeds"] = seeds   # the cell's own (a grid may set them)
     return read

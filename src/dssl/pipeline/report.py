@@ -44,8 +44,9 @@ def _grid_lines(framework: str, grids: dict, place: str) -> list[str]:
         count = 1
         for axis in axes:
             count *= len(axis)
+        seeds = f", seeds {', '.join(map(str, grid['seeds']))}" if "seeds" in grid else ""
         lines.append(f"`{framework}.{name}`: " + " x ".join(", ".join(map(str, axis)) for axis in axes)
-                     + f" ({count} cell{'s' * (count != 1)})")
+                     + f" ({count} cell{'s' * (count != 1)}{seeds})")
     return lines
 
 
@@ -81,8 +82,11 @@ def settings(params: dict) -> dict[str, Any]:
              for line in _grid_lines(fw, (pretrain.get(fw) or {}).get("grids"), place)]
     for section in ("weight_distance", "features"):
         grids += _grid_lines(section, (params.get(section) or {}).get("grids"), "partitions")
+    own_seeds = any("seeds" in (grid or {}) for fw in ("fl", "decl", "local")
+                    for grid in ((pretrain.get(fw) or {}).get("grids") or {}).values())
     return {
-        "Seeds": ", ".join(str(s) for s in params["seeds"]),
+        "Seeds": ", ".join(str(s) for s in params["seeds"]) + (" (grids that set their own name them below)"
+                                                                if own_seeds else ""),
         "Training": training,
         "Evaluation protocols per framework": evaluation,
         "Models": [f"`{name}`: {spec['method']} on {spec['backbone']}"

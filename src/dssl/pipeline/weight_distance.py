@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dssl.config.grids import shared_seeds
 from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import cell_path, client_dir, distances_dir, model_dir, seed_dir
 from dssl.tracking import StageRecord
@@ -53,7 +54,8 @@ def _local_encoder_files(model: str, partition: str, clients: list[int], seeds: 
 def run(model: str, partition: str, strategy: str, params_path: Path | str) -> Path:
     from dssl.artifacts import load_torch
 
-    stage = Stage("weight_distance", f"{model}-{partition}-{strategy}", params_path)
+    stage = Stage("weight_distance", f"{model}-{partition}-{strategy}", params_path,
+                  lambda params: shared_seeds(params, (model, partition, strategy)))
     params = stage.params
     clients = [int(c) for c in params["weight_distance"]["clients"]]
     global_dir = model_dir("fl", cell_path(model, partition, strategy))
@@ -63,7 +65,7 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
                          f"{strategy} first")
     local_files = _local_encoder_files(model, partition, clients, stage.seeds)
     out = distances_dir(cell_path(model, partition, strategy))
-    read = {"weight_distance": {"clients": params["weight_distance"]["clients"]}, "seeds": params["seeds"]}
+    read = {"weight_distance": {"clients": params["weight_distance"]["clients"]}, "seeds": stage.seeds}
     records = []
     with atomic_dir(out) as tmp:
         for seed in stage.seeds:

@@ -120,7 +120,6 @@ class Workload:
         self.size = int(pretrain["image_size"])
         self.dataset = pretrain["dataset"]
         self.in_chans = DATASETS[self.dataset].image_shape(self.dataset_spec(self.dataset))[0]
-        self.seeds = [int(s) for s in params["seeds"]]
         self.folder_notes = dict(folder_notes or {})   # by dataset: why its folder cannot be counted
         self.notes: dict[str, str] = {}   # plan-wide notes, by what they are about
 
@@ -172,14 +171,23 @@ class Workload:
             handler(cost, instance.fields)
         return cost
 
+    def seeds(self, fields: dict) -> list[int]:
+        """The seeds a stage runs: its cell's (``seeds_key``); a random-init reference's, every seed a cell
+        of its backbone runs."""
+        from dssl.config.grids import backbone_models, reference_seeds, seeds_at
+
+        if "seeds_key" in fields:
+            return seeds_at(self.params, fields["seeds_key"])
+        return reference_seeds(self.params, backbone_models(self.params, fields["backbone"]))
+
     def _model(self, model: str):
         return model_costs(self.params["models"][model], self.size, self.in_chans, self.cache)
 
-    def _pretraining(self, cost: StageCost, model: str, train: dict) -> None:
+    def _pretraining(self, cost: StageCost, model: str, train: dict, seeds: int) -> None:
         costs = self._model(model)
         cost.model, cost.backbone = model, self.params["models"][model]["backbone"]
         cost.add_flops(step_option(**{k: train[k] for k in STEP_KEYS if k in train}), cost.images_trained * costs.train)
-        cost.outputs = len(self.seeds) * (costs.bytes + costs.encoder.bytes)
+        cost.outputs = seeds * (costs.bytes + costs.encoder.bytes)
 
     def _pretrain_fl(self, cost: StageCost, fields: dict) -> None:
         from dssl.federation import FLConfig, make_schedule
@@ -192,7 +200,8 @@ class Workload:
         strategy, _ = build_strategy(dict(spec))
         states = state_costs(self.params["models"][fields["model"]], spec, self.size, self.in_chans, self.cache)
         epoch = [per_epoch(n, config.batch_size, config.drop_last) for n in sizes]
-        for seed in self.seeds:
+        seeds = self.seeds(fields)
+        for seed in seeds:
             schedule = make_schedule(len(sizes), config.clients_per_round, config.rounds, seed)
             trains = [_trains(strategy, r, config.rounds) for r in range(config.rounds)]
             cost.images_trained += config.local_epochs * sum(epoch[c] for r, chosen in enumerate(schedule)
@@ -201,7 +210,7 @@ class Workload:
             cost.checkpoint_written += written
             cost.checkpoint_disk += disk
         cost.checkpoint_round = states.global_bytes + config.clients_per_round * states.client_bytes
-        self._pretraining(cost, fields["model"], train)
+        self._pretraining(cost, fields["model"], train, len(seeds))
 
     def _pretrain_decl(self, cost: StageCost, fields: dict) -> None:
         from dssl.federation import DecLConfig
@@ -213,31 +222,33 @@ class Workload:
         spec = self.params["strategies"][fields["strategy"]]
         states = state_costs(self.params["models"][fields["model"]], spec, self.size, self.in_chans, self.cache)
         per_round = config.local_epochs * sum(per_epoch(n, config.batch_size, config.drop_last) for n in sizes)
-        cost.images_trained = len(self.seeds) * config.rounds * per_round
+        seeds = len(self.seeds(fields))
+        cost.images_trained = seeds * config.rounds * per_round
         cost.checkpoint_round = len(sizes) * (states.row_bytes + states.client_bytes + 8)  # + a push-sum weight
         checkpoints = math.ceil(config.rounds / config.checkpoint_every)
-        cost.checkpoint_written = len(self.seeds) * checkpoints * cost.checkpoint_round
-        cost.checkpoint_disk = len(self.seeds) * cost.checkpoint_round
-        self._pretraining(cost, fields["model"], train)
+        cost.checkpoint_written = seeds * checkpoints * cost.checkpoint_round
+        cost.checkpoint_disk = seeds * cost.checkpoint_round
+        self._pretraining(cost, fields["model"], train, seeds)
 
-    def _alone(self, cost: StageCost, model: str, sizes: list[int], train: dict) -> None:
+    def _alone(self, cost: StageCost, model: str, sizes: list[int], train: dict, seeds: int) -> None:
         """Central and stand-alone training: each of ``sizes`` trained alone (one FL round, one client)."""
         states = state_costs(self.params["models"][model], FEDAVG, self.size, self.in_chans, self.cache)
         batch = int(train["batch_size"])
-        cost.images_trained = len(self.seeds) * int(train["epochs"]) * sum(per_epoch(n, batch) for n in sizes)
+        cost.images_trained = seeds * int(train["epochs"]) * sum(per_epoch(n, batch) for n in sizes)
         cost.checkpoint_round = states.global_bytes + states.client_bytes
-        cost.checkpoint_written = cost.checkpoint_disk = len(self.seeds) * len(sizes) * cost.checkpoint_round
-        self._pretraining(cost, model, train)
+        cost.checkpoint_written = cost.checkpoint_disk = seeds * len(sizes) * cost.checkpoint_round
+        self._pretraining(cost, model, train, seeds)
         cost.outputs *= len(sizes)
 
     def _pretrain_central(self, cost: StageCost, fields: dict) -> None:
         train = self.params["pretrain"]["central"]["train"]
-        self._alone(cost, fields["model"], [self.sizes(self.dataset)["train"]], train)
+        self._alone(cost, fields["model"], [self.sizes(self.dataset)["train"]], train, len(self.seeds(fields)))
 
     def _pretrain_local(self, cost: StageCost, fields: dict) -> None:
         sizes = self.client_sizes(fields["partition"])
         chosen = self.local_clients(fields["partition"], len(sizes))
-        self._alone(cost, fields["model"], [sizes[c] for c in chosen], self.params["pretrain"]["local"]["train"])
+        self._alone(cost, fields["model"], [sizes[c] for c in chosen], self.params["pretrain"]["local"]["train"],
+                    len(self.seeds(fields)))
 
     def local_clients(self, partition: str, count: int) -> list[int]:
         from dssl.config.grids import local_clients
@@ -256,7 +267,7 @@ class Workload:
         clients = 1
         if framework == "local":
             clients = len(self.local_clients(fields["partition"], len(self.client_sizes(fields["partition"]))))
-        evaluate = self.params["evaluate"]
+        evaluate, seeds = self.params["evaluate"], len(self.seeds(fields))
         for dataset in evaluate["datasets"]:
             sizes = self.sizes(dataset)
             channels = DATASETS[dataset].image_shape(self.dataset_spec(dataset))[0]
@@ -266,7 +277,7 @@ class Workload:
                 config = PROTOCOLS[protocol].make_config({k: v for k, v in section.items() if k not in STEP_KEYS})
                 trained, forward, flops = protocol_work(config, sizes["train"], sizes.get("test", 0),
                                                         DATASET_FACTS[dataset]["num_classes"], encoder, pretrained)
-                runs = len(self.seeds) * clients
+                runs = seeds * clients
                 cost.images_trained += runs * trained
                 cost.images_forward += runs * forward
                 cost.add_flops(step_option(**{k: section[k] for k in STEP_KEYS if k in section}), runs * flops)

@@ -113,10 +113,13 @@ class PretrainingGate:
         self.random = results[results["framework"] == RANDOM]
 
     def baseline(self, cell: pd.DataFrame) -> pd.DataFrame:
+        """The random-init runs a cell pairs with: its backbone, dataset and protocol, on the cell's seeds (the
+        reference runs every seed any cell of the backbone runs; a grid may give its cells more seeds)."""
         first = cell.iloc[0]
         return self.random[(self.random["backbone"] == first["backbone"])
                            & (self.random["dataset"] == first["dataset"])
-                           & (self.random["protocol"] == first["protocol"])]
+                           & (self.random["protocol"] == first["protocol"])
+                           & self.random["seed"].isin(cell["seed"])]
 
     def check(self, cell: pd.DataFrame) -> GateResult:
         baseline = self.baseline(cell)

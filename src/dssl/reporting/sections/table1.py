@@ -12,6 +12,9 @@ Claims checked (paired by seed, gated on pretraining beating random init):
 
 Every row is read on one protocol: ``protocol``, or the model's entry of ``protocols`` where a model's
 pretraining shows on another one (declared in params.yaml before the run; the report names each row's).
+Every row is one strategy entry: ``strategy`` (paper A's FedAvg), or the model's entry of ``strategies``
+where a model's cells train longer (e.g. ``fedavg-r120``: the same rule for 120 rounds); such a row is
+labelled with its entry, and claim 2 is not tested between rows of different entries.
 The reference rows (random init, central) follow: a family's random-init row is shown on every protocol
 one of its rows is read on.
 """
@@ -54,11 +57,13 @@ def protocol_name(protocol: str) -> str:
 
 def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None,
                 strategy: str | None = "fedavg", partitions: list[str] | None = None,
-                protocols: Mapping[str, str] | None = None) -> pd.DataFrame:
+                protocols: Mapping[str, str] | None = None,
+                strategies: Mapping[str, str] | None = None) -> pd.DataFrame:
     """The result rows of Table 1 (FL cells and reference rows) with their ``row`` and ``setting``.
 
     ``protocols``: model -> the protocol its rows are read on (default ``protocol``). A reference row on a
-    protocol other than ``protocol`` has it in its label ("random init + ViT · knn").
+    protocol other than ``protocol`` has it in its label ("random init + ViT · knn"). ``strategies``: model
+    -> the strategy entry of its FL rows (default ``strategy``).
 
     FL rows: scheme iid and dirichlet_* at alpha >= 1e5 (paper A's IID) -> IID, other dirichlet_* ->
     L/non-IID, feature -> F/non-IID (the min-size Dirichlet only where the balanced one is absent, the
@@ -71,8 +76,9 @@ def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None
     fl = runs[(runs["framework"] == "fl") & runs["scheme"].isin(SCHEME_SETTING) & (runs["protocol"] == read_on)]
     if partitions is not None:
         fl = fl[fl["partition"].isin(partitions)]
-    if strategy is not None and "strategy" in fl:   # Table 1 is one strategy (FedAvg); MAR has its own sections
-        fl = fl[fl["strategy"].isna() | (fl["strategy"] == strategy)]
+    if strategy is not None and "strategy" in fl:   # Table 1 is FedAvg; MAR has its own sections
+        entry = fl["model"].map(lambda model: dict(strategies or {}).get(model, strategy))
+        fl = fl[fl["strategy"].isna() | (fl["strategy"] == entry)]
     fl = fl.assign(row=[row_label(m, f) for m, f in zip(fl["method"], fl["family"])],
                    setting=[partition_setting(scheme, alpha) for scheme, alpha in zip(fl["scheme"], fl["alpha"])])
     fl = fl.assign(rank=fl["scheme"].map(SCHEME_RANK))
@@ -96,6 +102,16 @@ def partition_setting(scheme: str, alpha: float | None) -> str:
 
 
 PROTOCOL_MARK = " · "
+
+
+def _unequal_rows(cells: list[pd.DataFrame]) -> str | None:
+    """Why four cells' changes are not compared (claim 2), or None: changes on two protocols are not on one
+    scale, and rows of different strategy entries trained different depths."""
+    for column, option in (("protocol", "protocols"), ("strategy", "strategies")):
+        values = sorted({str(cell[column].iloc[0]) for cell in cells})
+        if len(values) > 1:
+            return f"the rows have different {column}s ({', '.join(values)}): report.sections.table1.{option}"
+    return None
 
 
 def _reference_label(run: Any, protocol: str) -> str:
@@ -181,8 +197,12 @@ class Table1(ReportSection):
     more partitions of one scheme, as Fig. 2b's label-skew sweep does)."""
 
     def __init__(self, protocol: str = "finetune", dataset: str | None = None, strategy: str = "fedavg",
-                 partitions: list[str] | None = None, protocols: dict[str, str] | None = None) -> None:
+                 partitions: list[str] | None = None, protocols: dict[str, str] | None = None,
+                 strategies: dict[str, str] | None = None) -> None:
         self.protocols = known_protocols(protocol, protocols)
+        self.strategies = dict(strategies or {})
+        if not all(isinstance(v, str) and v for v in self.strategies.values()):
+            raise ValueError(f"strategies must map a model to a strategy entry's name, got {self.strategies}")
         self.protocol, self.dataset, self.strategy = protocol, dataset, strategy
         self.partitions = list(partitions) if partitions is not None else None
 
@@ -192,7 +212,7 @@ class Table1(ReportSection):
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         self._runs = table1_runs(ctx.results, self.protocol, self.dataset, self.strategy, self.partitions,
-                                 self.protocols)
+                                 self.protocols, self.strategies)
         return table1_cells(self._runs) if not self._runs.empty else pd.DataFrame()
 
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
@@ -229,11 +249,9 @@ class Table1(ReportSection):
                 four = [cells[k] for k in keys]
                 subject = f"{family}, {dataset_name(dataset)} {setting}"
                 cells_named = compared_cells(*four)
-                read_on = sorted({cell["protocol"].iloc[0] for cell in four})
-                if len(read_on) > 1:   # changes on two protocols are not on one scale
-                    found.append(Finding(self.name, CLAIM_MAE, subject, UNTESTABLE, None,
-                                         f"the rows are read on different protocols ({', '.join(read_on)}): "
-                                         "report.sections.table1.protocols", cells=cells_named))
+                unequal = _unequal_rows(four)
+                if unequal:
+                    found.append(Finding(self.name, CLAIM_MAE, subject, UNTESTABLE, None, unequal, cells=cells_named))
                     continue
                 blocked = gate.untestable({f"{r} {s}": cells[(r, dataset, s)] for r, _, s in keys})
                 if blocked:
@@ -255,8 +273,10 @@ class Table1(ReportSection):
                             columns=lambda c: f"{c} ({columns[c]})" if c in columns else c)
 
     def _model_text(self, run: pd.Series) -> str:
-        """An FL row's model, with its protocol where it is not the table's."""
-        return run["model"] if run["protocol"] == self.protocol else f"{run['model']}, {run['protocol']}"
+        """An FL row's model, with its strategy entry and protocol where they are not the table's."""
+        extras = [run[column] for column, default in (("strategy", self.strategy), ("protocol", self.protocol))
+                  if pd.notna(run.get(column)) and run[column] != default]
+        return ", ".join([run["model"], *extras])
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         paper = ctx.paper["table1_mim_vs_cl"]
@@ -268,9 +288,9 @@ class Table1(ReportSection):
             "prints it (↓ lower, ↑ higher). L/non-IID: Dirichlet label skew; F/non-IID: a fixed "
             "augmentation per client. The reference rows (random init, central pretraining) do not depend "
             "on the partition and fill the IID column only.",
-            f"**Measured (this pipeline)**: FL cells fl/<model>/<partition>/{self.strategy}, scored with "
-            f"{self.protocol}{self._other_protocols_text()}; the model and partition of each row and column in "
-            "brackets.",
+            f"**Measured (this pipeline)**: FL cells fl/<model>/<partition>/{self.strategy}"
+            f"{self._other_strategies_text()}, scored with {self.protocol}{self._other_protocols_text()}; the "
+            "model and partition of each row and column in brackets.",
             markdown_table(self._named(wide_table(data))),
             f"**Paper A, Table 1** (FL pretraining on Mini-ImageNet, {setting['clients']} clients, "
             f"{setting['per_round']} per round, {setting['local_epochs']} local epochs, {setting['rounds']} "
@@ -282,6 +302,22 @@ class Table1(ReportSection):
             "its random-init backbone)\n\n" + "\n".join(f.line() for f in findings),
         ]
         return "\n\n".join(parts)
+
+    def _other_strategies_text(self) -> str:
+        if not self.strategies:
+            return ""
+        named = ", ".join(f"{model}'s {self._strategy_text(name)}" for model, name in self.strategies.items())
+        return (f" ({named}; claim 2 is not tested between rows of different strategy entries)")
+
+    def _strategy_text(self, name: str) -> str:
+        """A strategy entry with the rounds and seeds its cells ran, from the results (e.g. "fedavg-r120:
+        120 rounds, seeds 0-4")."""
+        runs = self._runs[self._runs["strategy"] == name] if "strategy" in self._runs else self._runs.iloc[:0]
+        rounds = sorted({int(r) for r in runs["rounds"].dropna()}) if "rounds" in runs else []
+        seeds = sorted({int(s) for s in runs["seed"]})
+        facts = [f"{', '.join(map(str, rounds))} rounds" if rounds else None,
+                 f"seeds {', '.join(map(str, seeds))}" if seeds else None]
+        return f"{name} ({', '.join(f for f in facts if f)})" if any(facts) else name
 
     def _other_protocols_text(self) -> str:
         if not self.protocols:
@@ -295,7 +331,8 @@ class Table1(ReportSection):
 
         cells = data.assign(panel=[dataset_name(d) for d in data["dataset"]], hue=data["setting"])
         datasets = ", ".join(dict.fromkeys(data["dataset"]))
-        title = (f"Table 1: FL pretraining (fl/<model>/<partition>/{self.strategy}) under IID and non-IID data; "
+        entries = self.strategy + "".join(f", {model}: {name}" for model, name in self.strategies.items())
+        title = (f"Table 1: FL pretraining (fl/<model>/<partition>/{entries}) under IID and non-IID data; "
                  "random-init and central references in the IID colour")
         read_on = self.protocol + "".join(f", {model} on {name}" for model, name in self.protocols.items())
         note = ctx.note(f"{read_on} on {datasets}") + " · bars: mean, whiskers: 95 % seed interval"
