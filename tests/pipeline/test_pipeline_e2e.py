@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import copy_project
 
+from dssl.config.grids import backbone_models, cell_seeds, reference_seeds
 from dssl.pipeline.catalogue import instances
 from dssl.pipeline.codedeps import import_closure
 from dssl.pipeline.dag import dvc_stages
@@ -62,16 +63,28 @@ def foundation_outputs(root: Path, params: dict) -> list[Path]:
     return outs
 
 
+def expected_seeds(params: dict, result: dict) -> list[int]:
+    """The seeds a result's cell runs: its grid's own, or the top-level list; a random-init reference runs
+    every seed of its backbone's cells."""
+    framework, model = result["framework"], result["model"]
+    if framework == "random":
+        return reference_seeds(params, backbone_models(params, result["backbone"]))
+    cell = {"fl": (model, result["partition"], result.get("strategy")), "local": (model, result["partition"]),
+            "decl": (model, result["graph"], result.get("strategy"))}.get(framework)
+    return cell_seeds(params, framework, cell) if cell else params["seeds"]
+
+
 def check_results_and_table(root: Path, params: dict) -> None:
-    """One result file per (cell, seed, protocol); the report's Table 1 holds their means."""
+    """One result file per (cell, seed, protocol), over the cell's seeds; Table 1 holds their means."""
     import pandas as pd
 
     results = [json.loads(p.read_text()) for p in sorted((root / "reports/metrics").rglob("*.json"))]
-    cells = {(r["framework"], r["model"], r["partition"], r["graph"], r["protocol"]) for r in results}
-    for cell in cells:
-        seeds = sorted(r["seed"] for r in results if (r["framework"], r["model"], r["partition"], r["graph"],
-                                                       r["protocol"]) == cell)
-        assert seeds == params["seeds"], cell
+    key = ("framework", "model", "backbone", "partition", "graph", "strategy", "protocol")
+    cells = {tuple(r.get(k) for k in key): r for r in results}
+    for cell, first in cells.items():
+        seeds = sorted(r["seed"] for r in results if tuple(r.get(k) for k in key) == cell)
+        assert seeds == expected_seeds(params, first), cell
+    assert expected_seeds(params, {"framework": "random", "model": None, "backbone": "cnn_small"}) == [0, 1, 2]
     table = pd.read_csv(root / "reports/sections/table1.csv").set_index(["row", "setting"])
     protocol = params["report"]["sections"]["table1"]["protocol"]
     settings = {"fl-iid": "IID", "fl-label": "L/non-IID", "fl-feature": "F/non-IID"}
@@ -99,10 +112,12 @@ def check_results_and_table(root: Path, params: dict) -> None:
     # Table 5: the weight_distance stages' distances, one row per (pair of models, column)
     distances = pd.read_csv(root / "reports/sections/table5.csv")
     assert set(distances["row"]) == {"local 1 vs local 4", "local 1 vs global", "local 4 vs global"}
+    # paired on the seeds the FL cell and the stand-alone cell (which runs one more) both train
     assert (distances["mean"] > 0).all() and set(distances["n"]) == {len(params["seeds"])}
-    # stand-alone clients (pretrain_local, evaluate_local): one result per seed, the mean over its clients
+    # stand-alone clients (pretrain_local, evaluate_local): one result per seed of its grid, the mean over its clients
     local = [r for r in results if r["framework"] == "local"]
-    assert len(local) == len(params["seeds"]) and all(sorted(r["clients"]) == ["0", "3"] for r in local)
+    assert len(local) == len(params["pretrain"]["local"]["grids"]["table5"]["seeds"])
+    assert all(sorted(r["clients"]) == ["0", "3"] for r in local)
     assert all(abs(r["test_acc"] - sum(r["clients"].values()) / 2) < 1e-9 for r in local)
 
 

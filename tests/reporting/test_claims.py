@@ -60,3 +60,19 @@ def test_gate_passes_only_when_the_interval_is_above_zero():
     assert blocked.startswith("untestable at this scale") and "bad:" in blocked and "good:" not in blocked
     assert gate.untestable({"good": cell([0.80, 0.83, 0.81])}) is None
     assert UNTESTABLE == "untestable"
+
+
+def test_the_gate_pairs_a_cell_with_the_reference_runs_of_its_own_seeds():
+    """The random-init reference runs every seed any cell of its backbone runs (a grid may give its cells
+    more); a 3-seed cell pairs with seeds 0-2 of a 5-seed reference, and a seed the reference lacks is an
+    error naming it rather than a silently shorter pairing."""
+    random = cell([0.70, 0.72, 0.71, 0.10, 0.10], framework="random", method=None, scheme=None)
+    gate = PretrainingGate(random)
+    three = cell([0.80, 0.83, 0.81])
+    assert list(gate.baseline(three)["seed"]) == [0, 1, 2]
+    result = gate.check(three)
+    assert result.passed and result.margin.n == 3
+    assert result.margin.mean == pytest.approx((0.10 + 0.11 + 0.10) / 3)
+    six = cell([0.80, 0.83, 0.81, 0.5, 0.5, 0.5])
+    missing = gate.check(six)
+    assert not missing.passed and "cannot pair with random init" in missing.reason and "[5]" in missing.reason

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from dssl.config.checker import Checker
-from dssl.reporting.readme import write_report
+from dssl.reporting.readme import what_ran, write_report
 from dssl.reporting.results import load_results
 from dssl.reporting.sections import SECTIONS, ReportContext, check_report_params, create_section
 from dssl.reporting.tables import load_paper_numbers
@@ -84,6 +84,32 @@ def test_table1_reads_a_model_on_its_declared_protocol(tmp_path):
     mae = verdicts[("MAE loses less accuracy to non-IID data than SimSiam", "CNN, Digits L/non-IID")]
     assert mae.verdict == "untestable" and "different protocols (knn, linear_probe_10pct)" in mae.detail
     assert "(mae_cnn-cnn, knn)" in out.markdown and "mae_cnn-cnn on knn" in out.markdown
+
+
+def test_table1_reads_a_model_on_its_declared_strategy_entry(tmp_path):
+    """SimSiam + CNN's rows from its longer cells (fedavg-r120, five seeds), MAE + CNN's from FedAvg: the
+    rows say which entry they are, the drop claims pair each row with its own IID cell, and the
+    MAE-vs-SimSiam claim, whose rows trained different depths, is untestable saying so."""
+    records = [{**r, "strategy": "fedavg"} if r["framework"] == "fl" else r for r in table1_records(0.90, 0.85)]
+    longer = [{**r, "strategy": "fedavg-r120", "test_acc": r["test_acc"] + 0.05, "rounds": 120}
+              for r in records if r["method"] == "simsiam"]
+    longer += [{**r, "seed": r["seed"] + 3} for r in longer if r["seed"] < 2]   # seeds 3 and 4
+    records += longer + [{**r, "seed": r["seed"] + 3} for r in records if r["framework"] == "random" and r["seed"] < 2]
+    ctx = context(tmp_path, records)
+    assert "seeds 0, 1, 2, 3, 4 (3 or 5 per cell);" in what_ran(ctx)   # the report's opening names both counts
+    out = create_section("table1", {"strategies": {"simsiam-cnn": "fedavg-r120"}}).render(ctx)
+    cells = out.data.set_index(["row", "setting"])
+    assert cells.loc[("SimSiam + CNN", "IID"), "mean"] == pytest.approx(95.2)   # seed noise 0, +1, -1, 0, +1 pp
+    assert cells.loc[("SimSiam + CNN", "IID"), "n"] == 5 and cells.loc[("MAE + CNN", "IID"), "n"] == 3
+    verdicts = {(f.claim.split(" (")[0], f.subject): f for f in out.findings}
+    drop = verdicts[("non-IID pretraining lowers accuracy", "SimSiam + CNN, Digits L/non-IID")]
+    assert drop.verdict == "supported" and drop.difference.n == 5
+    mae = verdicts[("MAE loses less accuracy to non-IID data than SimSiam", "CNN, Digits L/non-IID")]
+    assert mae.verdict == "untestable" and "different strategy entries (fedavg, fedavg-r120)" in mae.detail
+    assert "SimSiam + CNN (simsiam-cnn, fedavg-r120)" in out.markdown
+    assert "simsiam-cnn's fedavg-r120 (120 rounds, seeds 0, 1, 2, 3, 4)" in out.markdown
+    with pytest.raises(ValueError, match="strategies must map a model"):
+        create_section("table1", {"strategies": {"simsiam-cnn": 120}})
 
 
 @pytest.mark.parametrize("section, key", [("table1", "protocols"), ("table5", "protocols"), ("fig2a", "protocol"),

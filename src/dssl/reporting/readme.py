@@ -109,6 +109,17 @@ def _gate_sentence(preconditions: list[Finding]) -> str:
             "(the gate of every claim: section \"Does SSL pretraining beat random init?\").")
 
 
+def _seeds_text(ctx: ReportContext) -> str:
+    """"seeds 0, 1, 2", or, where grids give some cells more, "seeds 0, 1, 2, 3, 4 (3 or 5 per cell)"."""
+    if not ctx.seeds:
+        return "no seeds"
+    text = f"seeds {', '.join(str(s) for s in ctx.seeds)}"
+    per_cell = sorted(set(ctx.results.groupby(["stage", "dataset", "protocol"], dropna=False)["seed"].nunique()))
+    if len(per_cell) > 1:
+        text += f" ({' or '.join(map(str, per_cell))} per cell)"
+    return text
+
+
 def what_ran(ctx: ReportContext) -> str:
     """One paragraph: profile, datasets, seeds, stages and run time, hardware."""
     run = ctx.run or {}
@@ -117,7 +128,7 @@ def what_ran(ctx: ReportContext) -> str:
     if run.get("pretraining"):
         parts.append(f"pretraining on {run['pretraining']}")
     parts.append("scored on " + ", ".join(dataset_name(d) for d in scored))
-    parts.append(f"seeds {', '.join(str(s) for s in ctx.seeds)}" if ctx.seeds else "no seeds")
+    parts.append(_seeds_text(ctx))
     if run.get("stages"):
         timing = f"{run['stages']} stages, {run['stage_seconds']:.0f} s inside stages"
         if run.get("wall_seconds") is not None:

@@ -107,10 +107,10 @@ PROTOCOL_MARK = " · "
 def _unequal_rows(cells: list[pd.DataFrame]) -> str | None:
     """Why four cells' changes are not compared (claim 2), or None: changes on two protocols are not on one
     scale, and rows of different strategy entries trained different depths."""
-    for column, option in (("protocol", "protocols"), ("strategy", "strategies")):
+    for column, noun, option in (("protocol", "protocols", "protocols"), ("strategy", "strategy entries", "strategies")):
         values = sorted({str(cell[column].iloc[0]) for cell in cells})
         if len(values) > 1:
-            return f"the rows have different {column}s ({', '.join(values)}): report.sections.table1.{option}"
+            return f"the rows have different {noun} ({', '.join(values)}): report.sections.table1.{option}"
     return None
 
 
