@@ -67,7 +67,7 @@ def test_grid_seeds_are_checked_and_a_shared_cell_runs_one_list(good: dict) -> N
     assert problems[f"{FIVE}[2]"] == "must be an integer >= 0, got -1"
     grids["table1-simsiam"]["seeds"] = [0, 1, 2, 3, 4]
     grids["again"] = {"models": ["simsiam-cnn"], "partitions": ["fl-label"], "strategies": ["fedavg-r120"]}
-    message = problems_of(good)["pretrain.fl.grids"]
+    message = problems_of(good)["seeds"]   # reported at the key that differs from the first grid's
     assert message == (f"cell simsiam-cnn / fl-label / fedavg-r120 is in grids with different seeds ({FIVE}: "
                        "[0, 1, 2, 3, 4]; seeds: [0, 1, 2])")
     grids["again"]["seeds"] = [4, 3, 2, 1, 0]   # the same list in another order is the same seeds

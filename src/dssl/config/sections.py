@@ -579,7 +579,7 @@ def _check_shared_cells(c: Checker, framework: str) -> None:
     for cell, by_key in lists.items():
         if len({tuple(sorted(seeds)) for seeds in by_key.values()}) > 1:
             listed = "; ".join(f"{key}: {seeds}" for key, seeds in by_key.items())
-            c.add(f"pretrain.{framework}.grids", f"cell {' / '.join(cell)} is in grids with different seeds ({listed})",
+            c.add(list(by_key)[-1], f"cell {' / '.join(cell)} is in grids with different seeds ({listed})",
                   "a cell trains one list of seeds: give the grids that share it the same seeds, or list it in one")
             return
 
