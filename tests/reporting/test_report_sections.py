@@ -108,6 +108,11 @@ def test_table1_reads_a_model_on_its_declared_strategy_entry(tmp_path):
     assert mae.verdict == "untestable" and "different strategy entries (fedavg, fedavg-r120)" in mae.detail
     assert "SimSiam + CNN (simsiam-cnn, fedavg-r120)" in out.markdown
     assert "simsiam-cnn's fedavg-r120 (120 rounds, seeds 0, 1, 2, 3, 4)" in out.markdown
+    # a non-IID cell of other seeds than its IID cell (grids that set their own): untestable, not paired
+    other = [r for r in records if not (r["method"] == "simsiam" and r["scheme"] == "iid" and r["seed"] > 2)]
+    out = create_section("table1", {"strategies": {"simsiam-cnn": "fedavg-r120"}}).render(context(tmp_path / "b", other))
+    drop = next(f for f in out.findings if f.subject == "SimSiam + CNN, Digits L/non-IID")
+    assert drop.verdict == "untestable" and "different seeds (0, 1, 2 and 0, 1, 2, 3, 4)" in drop.detail
     with pytest.raises(ValueError, match="strategies must map a model"):
         create_section("table1", {"strategies": {"simsiam-cnn": 120}})
 

@@ -105,12 +105,17 @@ PROTOCOL_MARK = " · "
 
 
 def _unequal_rows(cells: list[pd.DataFrame]) -> str | None:
-    """Why four cells' changes are not compared (claim 2), or None: changes on two protocols are not on one
-    scale, and rows of different strategy entries trained different depths."""
+    """Why cells are not compared, or None: changes on two protocols are not on one scale, rows of different
+    strategy entries trained different depths, and cells of different seeds cannot be paired (grids that
+    set their own seeds)."""
     for column, noun, option in (("protocol", "protocols", "protocols"), ("strategy", "strategy entries", "strategies")):
         values = sorted({str(cell[column].iloc[0]) for cell in cells})
         if len(values) > 1:
             return f"the rows have different {noun} ({', '.join(values)}): report.sections.table1.{option}"
+    seeds = {tuple(sorted(int(s) for s in cell["seed"])) for cell in cells}
+    if len(seeds) > 1:
+        listed = " and ".join(", ".join(map(str, group)) for group in sorted(seeds))
+        return f"the cells ran different seeds ({listed}): give their grids the same seeds"
     return None
 
 
@@ -228,7 +233,7 @@ class Table1(ReportSection):
                 continue
             subject = f"{row}, {dataset_name(dataset)} {setting}"
             cells_named = compared_cells(cell, iid)
-            blocked = gate.untestable({f"{row} {IID}": iid, f"{row} {setting}": cell})
+            blocked = _unequal_rows([cell, iid]) or gate.untestable({f"{row} {IID}": iid, f"{row} {setting}": cell})
             if blocked:
                 found.append(Finding(self.name, CLAIM_DROP, subject, UNTESTABLE, None, blocked, cells=cells_named,
                                      expected_sign=-1))

@@ -79,6 +79,11 @@ class Table5(ReportSection):
                     continue
                 by_seed = {label: dict(zip(c[c["pair"] == pair]["seed"], c[c["pair"] == pair]["distance"]))
                            for label, c in ((near, near_cell), (far, far_cell))}
+                if set(by_seed[near]) != set(by_seed[far]):   # grids that set their own seeds
+                    seeds = " and ".join(", ".join(map(str, sorted(by_seed[label]))) for label in (near, far))
+                    found.append(Finding(self.name, CLAIM, subject, UNTESTABLE, None, f"the columns' distances are of "
+                                         f"different seeds ({seeds}): give their grids the same seeds", cells=named))
+                    continue
                 diff = paired_difference(by_seed[far], by_seed[near])
                 found.append(Finding(self.name, CLAIM, subject, verdict(diff, +1), diff, f"{far} - {near}",
                                      unit="l2 distance", cells=named))
