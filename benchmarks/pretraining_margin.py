@@ -94,22 +94,23 @@ def prepare_data(params: dict, cells: list[tuple[str, str | None, str | None]]) 
             graph.build(place, graph_spec(params, place))
 
 
-def _cell(params: dict, framework: str, place: str | None, strategy: str | None, model: str):
+def _cell(params: dict, framework: str, place: str | None, strategy: str | None, model: str, seed: int):
+    """The pipeline's cell of one task; its params record the one seed this task trains."""
     from dssl.config.sections import graph_partition
     from dssl.pipeline.layout import graph_file, partition_dir
     from dssl.pipeline.pretrain import Cell, _params_read, graph_spec
 
     pretrain = params["pretrain"]
     if framework == CENTRAL:
-        read = _params_read(params, model, {"central": {"train": pretrain["central"]["train"]}})
+        read = _params_read(params, model, {"central": {"train": pretrain["central"]["train"]}}, [seed])
         return Cell(f"pretrain_central@{model}", CENTRAL, model, None, read)
     strategies = {strategy: params["strategies"][strategy]}
     if framework == "fl":
-        read = _params_read(params, model, {"fl": {"train": pretrain["fl"]["train"]}},
+        read = _params_read(params, model, {"fl": {"train": pretrain["fl"]["train"]}}, [seed],
                             partitions={place: params["partitions"][place]}, strategies=strategies)
         inputs = (partition_dir(place),)
     else:
-        read = _params_read(params, model, {"decl": {"train": pretrain["decl"]["train"]}},
+        read = _params_read(params, model, {"decl": {"train": pretrain["decl"]["train"]}}, [seed],
                             graphs={place: graph_spec(params, place)}, strategies=strategies)
         inputs = (partition_dir(graph_partition(params, place)), graph_file(place))
     return Cell(f"pretrain_{framework}@{model}-{place}-{strategy}", framework, model, place, read, inputs, strategy)
@@ -140,7 +141,7 @@ def run_task(params: dict, protocols: list[str], bn_reestimate: bool, task: tupl
     framework, place, strategy = parse_cell(params, cell_text)
     run_seed = {CENTRAL: pretrain._central_seed, "fl": pretrain._fl_seed, "decl": pretrain._decl_seed}[framework]
     started = time.process_time()  # CPU seconds of this one-thread worker: the cost on one core
-    method, result, _ = run_seed(_cell(params, framework, place, strategy, name), params, seed)
+    method, result, _ = run_seed(_cell(params, framework, place, strategy, name, seed), params, seed)
     seconds = time.process_time() - started
     method.load_state_dict(result.final_state)
     encoder = method.encoder
