@@ -64,7 +64,7 @@ def recorded(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "project"], root)
     before = snapshot(root)
     written = run(["dssl", "dag", "write", "--params", "configs/ci.yaml"], root)
-    assert f"{FOLDER}/dvc.yaml" in written and f"{FOLDER}/pipelines/pretrain_fl/dvc.yaml" in written
+    assert f"{FOLDER}/dvc.yaml" in written and f"{FOLDER}/pipelines/pretrain_fl/simsiam-cnn/dvc.yaml" in written
     run(["dssl", "warm", "start"], root)  # the stages, run in runs/ci/, fork from the project's server
     try:
         run(["snakemake", "--cores", "2", "--configfile", "configs/ci.yaml"], root)
@@ -90,7 +90,7 @@ def test_dvc_lock_records_the_params_files_values(recorded) -> None:
     root, _ = recorded
     params = read_params(root / "configs/ci.yaml")
     locks = sorted((root / FOLDER).rglob("dvc.lock"))
-    assert len(locks) == 1 + len(list((root / FOLDER / "pipelines").glob("*/dvc.yaml")))
+    assert len(locks) == 1 + len(list((root / FOLDER / "pipelines").glob("*/*/dvc.yaml")))
     checked = 0
     for lock in locks:
         for name, stage in yaml.safe_load(lock.read_text())["stages"].items():

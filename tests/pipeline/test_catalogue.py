@@ -13,6 +13,7 @@ from dssl.pipeline.catalogue import KINDS, Catalogue, instances, manifest_path, 
 from dssl.pipeline.code import code_manifest
 from dssl.pipeline.codedeps import closure_files, code_dependencies, compact, import_closure, package_root
 from dssl.pipeline.dvcfile import dangling_stages, git_tracked_outputs, is_stale, render_files, rendered_stages
+from dssl.yamlio import load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,14 +30,18 @@ def test_a_stale_dvc_yaml_is_detected(make_project) -> None:
     assert is_stale(params, root)
 
 
-def test_training_and_evaluation_kinds_have_their_own_lock_files_and_all_are_upstream_of_the_report(make_project) -> None:
-    """Per-kind dvc.yaml files keep each dvc.lock small (DVC rewrites a stage's whole lock file after every
-    stage); their stages run from the project root and every one of them is upstream of the report."""
+def test_kinds_with_arguments_have_a_lock_file_per_model_and_all_are_upstream_of_the_report(make_project) -> None:
+    """One dvc.yaml per kind and first argument keeps each dvc.lock small (DVC rewrites a stage's whole lock
+    file after every stage); their stages run from the project root and every one is upstream of the report."""
     root = make_project("configs/ci.yaml")
     params = read_params(root / "params.yaml")
     files = render_files(params, root)
-    assert "pipelines/pretrain_fl/dvc.yaml" in files and "pipelines/evaluate_local/dvc.yaml" in files
-    assert rendered_stages(params, root)["pretrain_fl"]["do"]["wdir"] == "../.."
+    assert "pipelines/pretrain_fl/simsiam-cnn/dvc.yaml" in files and "pipelines/evaluate_local/simsiam-cnn/dvc.yaml" in files
+    assert "pipelines/prepare/digits/dvc.yaml" in files and "pipelines/evaluate_random/cnn_small/dvc.yaml" in files
+    in_file = load_yaml(files["pipelines/pretrain_fl/simsiam-cnn/dvc.yaml"])
+    assert in_file["stages"]["pretrain_fl"]["foreach"] and all(
+        row["model"] == "simsiam-cnn" for row in in_file["stages"]["pretrain_fl"]["foreach"].values())
+    assert rendered_stages(params, root)["pretrain_fl"]["do"]["wdir"] == "../../.."
     assert "wdir" not in rendered_stages(params, root)["report"]
     assert dangling_stages(params, root) == []
     params["evaluate"]["protocols"]["central"] = []   # central models nothing evaluates any more

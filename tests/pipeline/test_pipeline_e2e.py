@@ -35,7 +35,7 @@ def run(cmd: list[str], cwd: Path, **extra_env: str) -> str:
 
 
 def dvc_status(cwd: Path) -> set[str]:
-    """Changed stages by name (DVC prefixes a stage of a kind file with the file: ``pipelines/<kind>/dvc.yaml:``)."""
+    """Changed stages by name (DVC prefixes a stage of a kind file with the file: ``pipelines/<kind>/<model>/dvc.yaml:``)."""
     out = run(["dvc", "status", "--json"], cwd)
     return {name.rpartition(":")[2] for name in yaml.safe_load(out.strip().splitlines()[-1]) or {}}
 
@@ -197,7 +197,7 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     assert dvc_status(dvc_root) == {"partitions", "report"}
     before = (dvc_root / "data/partitions/decl-label/partition.json").read_bytes()
     rerun = run(["dvc", "repro"], dvc_root)
-    # a stage of a kind file runs as 'pipelines/<kind>/dvc.yaml:<stage>'
+    # a stage of a kind file runs as 'pipelines/<kind>/<model>/dvc.yaml:<stage>'
     ran = {line.split("'")[1].rpartition(":")[2] for line in rerun.splitlines() if line.startswith("Running stage")}
     assert "partitions" in ran and "pretrain_decl@mae-vit-uniform-3-decl-uniform" in ran
     assert ran <= descendants(dag, "partitions")

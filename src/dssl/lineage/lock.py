@@ -61,7 +61,7 @@ class LockedStage:
 def lock_files(root: Path) -> list[Path]:
     """The lock file of every dvc.yaml of the project that has one (top level first)."""
     root = Path(root)
-    files = [root / LOCK_FILE, *sorted(p.parent / LOCK_FILE for p in root.glob("pipelines/*/dvc.yaml"))]
+    files = [root / LOCK_FILE, *sorted(p.parent / LOCK_FILE for p in root.glob("pipelines/**/dvc.yaml"))]
     return [path for path in files if path.is_file()]
 
 

@@ -4,13 +4,15 @@ A kind with arguments becomes one ``foreach`` stage over a literal table of its 
 names each ``<kind>@<key>`` and a dvc.yaml stays one block per kind however large the grid; a kind
 without arguments becomes a plain stage.
 
-The training and evaluation kinds (most of the stages) each get their own file,
-``pipelines/<kind>/dvc.yaml`` (run from the project root: ``wdir: ../..``, so every path stays
-root-relative); the rest, with the report and the plots, stay in the top-level ``dvc.yaml``. Why: DVC
-re-reads and rewrites a stage's whole lock file (round-trip YAML, pure Python) after every stage it
-runs, so one dvc.lock of ~100 stages cost ~2 s per stage, more than many stages compute; per-kind lock
-files are a fraction of that size. Every stage of a kind file is upstream of the report, so `dvc repro`
-(the top-level dvc.yaml) reaches all of them; ``dangling_stages`` guards that.
+A kind with arguments gets one file per value of its first argument (the model, the backbone, the
+dataset): ``pipelines/<kind>/<first argument>/dvc.yaml``, run from the pipeline folder (``wdir:
+../../..``, so every path stays folder-relative); the kinds without arguments, with the report and the
+plots, stay in the top-level ``dvc.yaml``. Why: DVC re-reads and rewrites a stage's whole lock file
+(round-trip YAML, pure Python) after every stage it runs, at a cost that grows with the file: a 60 KB
+lock file of 38 stages took ~3 s per stage on a 2-core AVX2 machine, more than many stages compute
+(``benchmarks/dvc_lock_overhead.py``); a model's cells of one kind are a dozen at most. Every stage of a
+kind file is upstream of the report, so `dvc repro` (the top-level dvc.yaml) reaches all of them;
+``dangling_stages`` guards that.
 
 Every command calls the ``dssl`` CLI with the params file DVC tracks (params.yaml). Outputs the
 catalogue marks as metrics or plots go under the stage's ``metrics:``/``plots:`` (cached like every
@@ -50,12 +52,14 @@ FOLDER_NOTE = """\
 PARAMS_FILE = EMBEDDED_PARAMS
 TOP_LEVEL = "dvc.yaml"
 PIPELINES = "pipelines"
-KIND_WDIR = "../.."   # a kind file's stages run in the pipeline folder
+KIND_WDIR = "../../.."   # a kind file's stages run in the pipeline folder
 
 
-def pipeline_file(kind: StageKind) -> str:
-    """The dvc.yaml that holds a kind's stages (relative to its pipeline folder)."""
-    return f"{PIPELINES}/{kind.name}/dvc.yaml" if kind.training else TOP_LEVEL
+def pipeline_file(stage: StageInstance) -> str:
+    """The dvc.yaml that holds a stage (relative to its pipeline folder): a kind with arguments has one
+    file per value of its first argument, the others live in the top-level file."""
+    kind = stage.kind
+    return f"{PIPELINES}/{kind.name}/{stage.fields[kind.args[0]]}/dvc.yaml" if kind.args else TOP_LEVEL
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,7 @@ def _kind_templates(kind: StageKind, params: dict) -> dict[str, list[str]]:
 def _stage_block(kind: StageKind, pipeline: Pipeline, catalogue: Catalogue, cmd: str,
                  templates: dict[str, list[str]]) -> dict:
     block: dict = {"cmd": cmd}
-    if pipeline_file(kind) != TOP_LEVEL:
+    if kind.args:   # its file lies in pipelines/<kind>/<first argument>/
         block["wdir"] = KIND_WDIR
     block["deps"] = templates["inputs"] + [pipeline.from_folder(c) if kind.name == "code" else c
                                            for c in catalogue.dvc_code(kind)]
@@ -169,10 +173,13 @@ def render_files(params: dict, project: Path, params_file: Path | str = PARAMS_F
     catalogue = Catalogue(params, project)
     files: dict[str, dict] = {TOP_LEVEL: {}}
     for kind in dict.fromkeys(s.kind for s in catalogue.stages):
-        of_kind = catalogue.of_kind(kind)
-        block = (_foreach_stage(kind, pipeline, catalogue, of_kind) if kind.args
-                 else _plain_stage(of_kind[0], pipeline, catalogue))
-        files.setdefault(pipeline_file(kind), {})[kind.name] = block
+        by_file: dict[str, list[StageInstance]] = {}
+        for stage in catalogue.of_kind(kind):
+            by_file.setdefault(pipeline_file(stage), []).append(stage)
+        for path, stages in by_file.items():
+            block = (_foreach_stage(kind, pipeline, catalogue, stages) if kind.args
+                     else _plain_stage(stages[0], pipeline, catalogue))
+            files.setdefault(path, {})[kind.name] = block
     documents = {path: {"stages": stages} for path, stages in files.items()}
     if plot_definitions(params):
         documents[TOP_LEVEL]["plots"] = plot_definitions(params)
@@ -183,17 +190,25 @@ def render_files(params: dict, project: Path, params_file: Path | str = PARAMS_F
 
 
 def rendered_stages(params: dict, project: Path, params_file: Path | str = PARAMS_FILE) -> dict[str, dict]:
-    """Every kind's stage block across the dvc.yaml files, by kind name (plain stages by stage name)."""
-    return {name: block for text in render_files(params, project, params_file).values()
-            for name, block in (load_yaml(text)["stages"] or {}).items()}
+    """Every kind's stage block across the dvc.yaml files, by kind name (plain stages by stage name); a
+    kind's files share one ``do`` block, so their ``foreach`` tables are merged into one."""
+    blocks: dict[str, dict] = {}
+    for text in render_files(params, project, params_file).values():
+        for name, block in (load_yaml(text)["stages"] or {}).items():
+            if name in blocks:
+                blocks[name]["foreach"].update(block["foreach"])
+            else:
+                blocks[name] = block
+    return blocks
 
 
 def existing_files(project: Path, folder: Path = Path(".")) -> list[str]:
-    """The dvc.yaml files a pipeline folder holds now (top level and kind files), project-relative."""
+    """The dvc.yaml files a pipeline folder holds now (top level and kind files, at any depth of
+    ``pipelines/``: an earlier layout's too), project-relative."""
     root = Path(project)
     top = (folder / TOP_LEVEL).as_posix()
     found = [top] if (root / top).exists() else []
-    return found + sorted(p.relative_to(root).as_posix() for p in (root / folder).glob(f"{PIPELINES}/*/dvc.yaml"))
+    return found + sorted(p.relative_to(root).as_posix() for p in (root / folder).glob(f"{PIPELINES}/**/dvc.yaml"))
 
 
 def folder_owner(params: dict, project: Path, params_file: Path | str) -> str | None:
@@ -210,11 +225,13 @@ def folder_owner(params: dict, project: Path, params_file: Path | str) -> str | 
 
 
 def write_files(params: dict, project: Path, params_file: Path | str = PARAMS_FILE) -> list[str]:
-    """Write every dvc.yaml and remove the kind files no kind renders any more; returns the paths written."""
+    """Write every dvc.yaml and remove the kind files nothing renders any more, with their dvc.lock (DVC
+    never reads a lock file without its dvc.yaml); returns the paths written."""
     files = render_files(params, project, params_file)
     folder = Pipeline.of(params, project, params_file).folder
     for stale in set(existing_files(project, folder)) - set(files):
         (Path(project) / stale).unlink()
+        (Path(project) / stale).with_name("dvc.lock").unlink(missing_ok=True)
     for path, text in files.items():
         target = Path(project) / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +252,7 @@ def dangling_stages(params: dict, project: Path) -> list[str]:
     depends on) would never run them. Such a stage is trained for nothing (e.g. an FL grid whose framework
     lists no evaluation protocol and no Table 5 cell reads it)."""
     stages = Catalogue(params, project).stages
-    needed = [stage for stage in stages if pipeline_file(stage.kind) == TOP_LEVEL]
+    needed = [stage for stage in stages if pipeline_file(stage) == TOP_LEVEL]
     seen: set[str] = set()
     while needed:
         stage = needed.pop()

@@ -58,7 +58,7 @@ def _lock_outputs(root: Path, wanted: set[str]) -> dict[str, tuple[str, str]]:
     """The output paths the project's lock files record, with their md5s and the stages that wrote them,
     read file by file until every ``wanted`` path is found (each stage reads the lock files afresh)."""
     outputs: dict[str, tuple[str, str]] = {}
-    for lock in [Path(root) / DVC_LOCK, *sorted(Path(root).glob(f"pipelines/*/{DVC_LOCK}"))]:
+    for lock in [Path(root) / DVC_LOCK, *sorted(Path(root).glob(f"pipelines/**/{DVC_LOCK}"))]:
         if wanted <= outputs.keys():
             break
         if not lock.is_file():
