@@ -228,3 +228,25 @@ def test_strategy_registry_errors():
         create_strategy("fedavg", mu=0.5)
     with pytest.raises(ValueError, match="aggregation"):
         create_strategy("fedavg", aggregation="median")
+
+
+@pytest.mark.parametrize("kind", ["fl", "decl"])
+def test_a_checkpoint_interval_skips_rounds_but_not_the_last_nor_a_stop_request(kind, tmp_path, reference, monkeypatch):
+    """Rounds within ``checkpoint_interval_s`` of the last checkpoint write none; the last round always
+    does, and so does a round after which a stop was requested; the result does not change."""
+    from dssl.training import preemption
+
+    result = helper.build(kind, tmp_path / "quiet", checkpoint_interval_s=3600.0).run()
+    assert [r["checkpoint_bytes"] > 0 for r in result.metrics] == [False] * (len(result.metrics) - 1) + [True]
+    assert_same_state(result.final_state, reference[kind].final_state)
+
+    simulator = helper.build(kind, tmp_path / "stopped", checkpoint_interval_s=3600.0)
+    monkeypatch.setattr(preemption, "_requested", signal.SIGTERM)   # as a SIGTERM during round 1 leaves it
+    with pytest.raises(preemption.Preempted):
+        simulator.run(lambda record: preemption.stop_if_requested(f"after round {record['round']}"))
+    monkeypatch.undo()
+    saved = torch.load(tmp_path / "stopped" / CHECKPOINT_NAME, weights_only=True)
+    assert saved["completed_rounds"] == 1
+    resumed = helper.build(kind, tmp_path / "stopped", checkpoint_interval_s=3600.0).run()
+    assert resumed.resumed_rounds == 1
+    assert_same_state(resumed.final_state, reference[kind].final_state)

@@ -28,10 +28,9 @@ from typing import Any
 import torch
 
 from dssl.artifacts import ArtifactError, load_torch
-from dssl.training.preemption import requested, stop_if_requested
+from dssl.training.preemption import SAVE_EVERY_S, requested, stop_if_requested
 
 CHECKPOINT_NAME = "checkpoint.pt"
-SAVE_EVERY_S = 60.0   # seconds between the end-of-epoch writes of a task's checkpoint
 
 
 class Checkpoint:

@@ -66,6 +66,7 @@ from dssl.federation.reproducibility import (
 from dssl.federation.state import StackedStates, StateDict, load_state_, snapshot, state_digest
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Strategy, Upload
 from dssl.topology.mixing import ORDERS
+from dssl.training import preemption
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +199,10 @@ class Simulator:
     after another in this process. It changes the wall time only, so it is not part of the fingerprint:
     with one torch thread here too, the weights are the same bits either way. ``client_states``: where
     the clients' local states live between their rounds, ``host`` memory or ``disk`` (``client_states``
-    module); it changes neither the result nor the fingerprint.
+    module); it changes neither the result nor the fingerprint. ``checkpoint_interval_s``: a round due
+    by ``config.checkpoint_every`` is checkpointed only once this many seconds have passed since the last
+    checkpoint (0: every due round); the last round, and a round after which a stop was requested
+    (``dssl.training.preemption``), always are. Neither changes the result.
     """
 
     kind = "base"
@@ -215,6 +219,7 @@ class Simulator:
         on_mismatch: str = "error",
         client_workers: int = 1,
         client_states: str = "host",
+        checkpoint_interval_s: float = 0.0,
     ):
         config.validate()
         check_storage(client_states)
@@ -229,6 +234,8 @@ class Simulator:
         self.strategy = strategy
         self.config = config
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
+        self.checkpoint_interval_s = checkpoint_interval_s
+        self._last_checkpoint = time.monotonic()
         self.on_mismatch = on_mismatch
         self.device = next(method.parameters()).device
         check_worker_count(client_workers, self.device)
@@ -427,7 +434,10 @@ class Simulator:
         """Checkpoint when due: seconds taken and bytes written (the changed client states first, then
         checkpoint.pt naming them, then the client files it no longer names are deleted)."""
         every, done = self.config.checkpoint_every, self.completed_rounds
-        if self.checkpoint_dir is None or (done % every and done != self.config.rounds):
+        if self.checkpoint_dir is None:
+            return 0.0, 0
+        recent = time.monotonic() - self._last_checkpoint < self.checkpoint_interval_s
+        if (done % every or recent) and done != self.config.rounds and not preemption.requested():
             return 0.0, 0
         start = time.perf_counter()
         client_bytes = self.local_states.write_changed()
@@ -442,6 +452,7 @@ class Simulator:
             **self._model_payload(),
         })
         self.local_states.commit()
+        self._last_checkpoint = time.monotonic()
         return time.perf_counter() - start, client_bytes + path.stat().st_size
 
 

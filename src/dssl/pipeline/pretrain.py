@@ -12,8 +12,9 @@ device is resolved before anything is loaded, and a ``cuda`` request without a G
 A SIGTERM or SIGUSR1 stops the stage after the round under way, its checkpoint written
 (``training.preemption``).
 Checkpoints go to ``checkpoints/<stage>/seed-<s>/`` (outside the stage's DVC outputs, which DVC deletes
-before a run), so a killed stage resumes each seed from its last completed round; the final weights
-equal those of an uninterrupted run. The outputs are written only when every seed has completed; then
+before a run), written after a round once a minute has passed since the last (``SAVE_EVERY_S``), so a
+killed stage resumes each seed from its last checkpoint; the final weights equal those of an
+uninterrupted run. The outputs are written only when every seed has completed; then
 the stage's checkpoints are removed (as an evaluation stage removes its own).
 """
 
@@ -34,6 +35,7 @@ from dssl.pipeline.layout import CHECKPOINTS, cell_path, client_dir, graph_file,
 from dssl.pipeline.workers import client_state_storage, client_worker_count, run_tasks, stage_device
 from dssl.tracking import StageRecord
 from dssl.tracking.lineage import hardware
+from dssl.training.preemption import SAVE_EVERY_S
 
 
 def build_method(params: dict, model: str, seed: int, device: str = "cpu"):
@@ -232,7 +234,8 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
     strategy, _ = build_strategy(params["strategies"][cell.strategy])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart",
-                            client_workers=client_worker_count(), client_states=client_state_storage())
+                            client_workers=client_worker_count(), client_states=client_state_storage(),
+                            checkpoint_interval_s=SAVE_EVERY_S)
     return method, simulator.run(stop_when_asked), strategy_record(strategy)
 
 
@@ -270,7 +273,8 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart",
-                              client_workers=client_worker_count(), client_states=client_state_storage())
+                              client_workers=client_worker_count(), client_states=client_state_storage(),
+                              checkpoint_interval_s=SAVE_EVERY_S)
     extra = {"mixing": mixing.tolist(), "mixing_rule": rule, "order": config.order, **strategy_record(strategy)}
     return method, simulator.run(stop_when_asked), extra
 
