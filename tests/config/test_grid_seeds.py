@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dssl.config.grids import backbone_models, cell_seeds, reference_seeds, seeds_key, shared_seeds
+from dssl.config.grids import cell_seeds, reference_seeds, seeds_key, shared_seeds
 from dssl.config.params import read_params, validate
 from dssl.pipeline.catalogue import instances
 
@@ -36,8 +36,8 @@ def test_a_grid_with_its_own_seeds_gives_them_to_its_cells_only(good: dict) -> N
 
 
 def test_the_random_init_reference_runs_every_seed_of_its_backbones_cells(good: dict) -> None:
-    assert reference_seeds(good, backbone_models(good, "cnn_small")) == [0, 1, 2, 3, 4]
-    assert reference_seeds(good, backbone_models(good, "vit_small")) == [0, 1, 2]
+    assert reference_seeds(good, "cnn_small") == [0, 1, 2, 3, 4]
+    assert reference_seeds(good, "vit_small") == [0, 1, 2]
 
 
 def test_the_weight_distance_pairs_on_the_seeds_both_cells_train(good: dict) -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import copy_project
 
-from dssl.config.grids import backbone_models, cell_seeds, reference_seeds
+from dssl.config.grids import cell_seeds, reference_seeds
 from dssl.pipeline.catalogue import instances
 from dssl.pipeline.codedeps import import_closure
 from dssl.pipeline.dag import dvc_stages
@@ -68,7 +68,7 @@ def expected_seeds(params: dict, result: dict) -> list[int]:
     every seed of its backbone's cells."""
     framework, model = result["framework"], result["model"]
     if framework == "random":
-        return reference_seeds(params, backbone_models(params, result["backbone"]))
+        return reference_seeds(params, result["backbone"])
     cell = {"fl": (model, result["partition"], result.get("strategy")), "local": (model, result["partition"]),
             "decl": (model, result["graph"], result.get("strategy"))}.get(framework)
     return cell_seeds(params, framework, cell) if cell else params["seeds"]

@@ -58,7 +58,7 @@ def test_columns_of_different_seeds_are_untestable_not_paired(tmp_path):
     write_distances(tmp_path / "local", "mae-cnn", "fedavg", base=6.0)
     out = create_section("table5", OPTIONS).render(context(tmp_path, {"simsiam-cnn": 0.8, "mae-cnn": 0.8}))
     assert {f.verdict for f in out.findings} == {"untestable"}
-    assert "different seeds (0, 1, 2 and 0, 1)" in out.findings[0].detail
+    assert "different seeds (0, 1 and 0, 1, 2)" in out.findings[0].detail
 
 
 def test_mim_farther_contradicts_and_weak_pretraining_is_untestable(tmp_path):

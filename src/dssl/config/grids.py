@@ -87,21 +87,41 @@ def _raw_grids(params: dict, framework: str) -> dict:
     return ((params.get("pretrain") or {}).get(framework) or {}).get("grids") or {}
 
 
+def all_grid_seed_keys(params: dict, framework: str) -> dict[tuple, list[str]]:
+    """Every cell of a framework's grids with the params keys of the seed lists its grids give it, in grid
+    order: a grid's own ``pretrain.<framework>.grids.<name>.seeds``, or the top-level ``seeds`` for a
+    grid without one."""
+    raw, keys = _raw_grids(params, framework), {}
+    for name, cells in named_grids(params, framework).items():
+        key = f"pretrain.{framework}.grids.{name}.seeds" if "seeds" in (raw.get(name) or {}) else TOP_LEVEL_SEEDS
+        for cell in cells:
+            keys.setdefault(cell, [])
+            if key not in keys[cell]:
+                keys[cell].append(key)
+    return keys
+
+
 def grid_seed_keys(params: dict, framework: str, cell: tuple) -> list[str]:
-    """The params keys of the seed lists the grids listing ``cell`` give it, in grid order: a grid's own
-    ``pretrain.<framework>.grids.<name>.seeds``, or the top-level ``seeds`` for a grid without one."""
-    raw = _raw_grids(params, framework)
-    return list(dict.fromkeys(f"pretrain.{framework}.grids.{name}.seeds" if "seeds" in (raw.get(name) or {})
-                              else TOP_LEVEL_SEEDS
-                              for name, cells in named_grids(params, framework).items() if cell in cells))
+    """The params keys of the seed lists the grids listing ``cell`` give it (``all_grid_seed_keys``)."""
+    return all_grid_seed_keys(params, framework).get(cell, [])
+
+
+def cell_seed_keys(params: dict, framework: str) -> dict[tuple, str]:
+    """``seeds_key`` of every cell of a framework's grids, from one pass over them."""
+    return {cell: keys[0] for cell, keys in all_grid_seed_keys(params, framework).items()}
+
+
+def seeds_keys(params: dict, framework: str, cells: list[tuple]) -> list[str]:
+    """``seeds_key`` of each of ``cells``, from one pass over the framework's grids."""
+    keys = cell_seed_keys(params, framework) if framework in SEEDED else {}
+    return [keys.get(tuple(cell), TOP_LEVEL_SEEDS) for cell in cells]
 
 
 def seeds_key(params: dict, framework: str, cell: tuple) -> str:
     """The params key that declares the seeds of a cell (``framework`` ``fl``, ``decl`` or ``local``;
     ``central`` cells run the top-level list): the first of ``grid_seed_keys``, or the top-level
     ``seeds`` for a cell no grid lists."""
-    keys = grid_seed_keys(params, framework, cell) if framework in SEEDED else []
-    return keys[0] if keys else TOP_LEVEL_SEEDS
+    return seeds_keys(params, framework, [cell])[0]
 
 
 def seeds_at(params: dict, key: str) -> list[int]:
@@ -124,20 +144,20 @@ def shared_seeds(params: dict, cell: Cell) -> list[int]:
     return [seed for seed in cell_seeds(params, "fl", cell) if seed in local]
 
 
-def reference_seed_keys(params: dict, models: list[str]) -> list[str]:
-    """The keys of every seed list a cell of ``models`` runs, the top-level ``seeds`` first: what a
-    random-init reference for those models' backbone runs."""
+def reference_seed_keys(params: dict, backbones: list[str]) -> list[str]:
+    """The keys of every seed list a cell of a model on one of ``backbones`` runs, the top-level ``seeds``
+    first: what the random-init reference of those backbones runs, so that each cell pairs with it seed
+    by seed."""
+    models = {model for backbone in backbones for model in backbone_models(params, backbone)}
     keys = [TOP_LEVEL_SEEDS]
     for framework in SEEDED:
-        for cell in grid_cells(params, framework):
-            if cell[0] in models:
-                keys.append(seeds_key(params, framework, cell))
+        keys += [key for cell, key in cell_seed_keys(params, framework).items() if cell[0] in models]
     return list(dict.fromkeys(keys))
 
 
-def reference_seeds(params: dict, models: list[str]) -> list[int]:
-    """Every seed a cell of ``models`` runs, sorted (``reference_seed_keys``)."""
-    return sorted({seed for key in reference_seed_keys(params, models) for seed in seeds_at(params, key)})
+def reference_seeds(params: dict, backbone: str) -> list[int]:
+    """Every seed the random-init reference of ``backbone`` runs, sorted (``reference_seed_keys``)."""
+    return sorted({seed for key in reference_seed_keys(params, [backbone]) for seed in seeds_at(params, key)})
 
 
 def backbone_models(params: dict, backbone: str) -> list[str]:

@@ -569,11 +569,11 @@ def _check_seed_list(c: Checker, seeds: object, path: str) -> bool:
 
 def _check_shared_cells(c: Checker, framework: str) -> None:
     """A cell runs one list of seeds: every grid listing it must give it the same one."""
-    from dssl.config.grids import grid_cells, grid_seed_keys, seeds_at
+    from dssl.config.grids import all_grid_seed_keys, seeds_at
 
     try:
-        lists = {cell: {key: seeds_at(c.params, key) for key in grid_seed_keys(c.params, framework, cell)}
-                 for cell in grid_cells(c.params, framework)}
+        lists = {cell: {key: seeds_at(c.params, key) for key in keys}
+                 for cell, keys in all_grid_seed_keys(c.params, framework).items()}
     except (AttributeError, KeyError, TypeError, ValueError):   # malformed grids or seeds: reported by their checks
         return
     for cell, by_key in lists.items():

@@ -26,7 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from dssl.config.grids import (backbone_models, feature_cells, grid_cells, local_cells, reference_seed_keys, seeds_key,
+from dssl.config.grids import (TOP_LEVEL_SEEDS, feature_cells, grid_cells, local_cells, reference_seed_keys, seeds_keys,
                                weight_distance_cells)
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 
@@ -127,24 +127,25 @@ def _family(params: dict, model: str) -> str:
 
 
 def _fl_cells(params: dict) -> list[Fields]:
+    cells = grid_cells(params, "fl")
     return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "family": _family(params, m), "seeds_key": seeds_key(params, "fl", (m, p, s))}
-            for m, p, s in grid_cells(params, "fl")]
+             "family": _family(params, m), "seeds_key": key}
+            for (m, p, s), key in zip(cells, seeds_keys(params, "fl", cells))]
 
 
 def _decl_cells(params: dict) -> list[Fields]:
     from dssl.config.sections import graph_partition
 
+    cells = grid_cells(params, "decl")
     return [{"model": m, "graph": g, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "partition": graph_partition(params, g), "family": _family(params, m),
-             "seeds_key": seeds_key(params, "decl", (m, g, s))}
-            for m, g, s in grid_cells(params, "decl")]
+             "partition": graph_partition(params, g), "family": _family(params, m), "seeds_key": key}
+            for (m, g, s), key in zip(cells, seeds_keys(params, "decl", cells))]
 
 
 def _weight_distance_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "seeds_key": seeds_key(params, "fl", (m, p, s))}
-            for m, p, s in weight_distance_cells(params)]
+    cells = weight_distance_cells(params)
+    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"], "seeds_key": key}
+            for (m, p, s), key in zip(cells, seeds_keys(params, "fl", cells))]
 
 
 def _feature_cells(params: dict) -> list[Fields]:
@@ -153,9 +154,10 @@ def _feature_cells(params: dict) -> list[Fields]:
 
 
 def _local_cells(params: dict) -> list[Fields]:
+    cells = local_cells(params)
     return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"], "family": _family(params, m),
-             "seeds_key": seeds_key(params, "local", (m, p))}
-            for m, p in local_cells(params)]
+             "seeds_key": key}
+            for (m, p), key in zip(cells, seeds_keys(params, "local", cells))]
 
 
 def _local_params(params: dict) -> list[str]:
@@ -165,7 +167,7 @@ def _local_params(params: dict) -> list[str]:
 
 
 def _central_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m), "seeds_key": "seeds"}
+    return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m), "seeds_key": TOP_LEVEL_SEEDS}
             for m in _section(params, "pretrain", "central").get("models", [])]
 
 
@@ -201,8 +203,7 @@ def _random_cells(params: dict) -> list[Fields]:
 def _random_seed_keys(params: dict) -> list[str]:
     """Every seed list a random-init stage runs: the union over the backbones' cells, so that each cell pairs
     with its reference seed by seed (one template list serves all of the kind's instances)."""
-    models = [m for backbone in params["evaluate"].get("random_backbones", []) for m in backbone_models(params, backbone)]
-    return reference_seed_keys(params, models)
+    return reference_seed_keys(params, params["evaluate"].get("random_backbones", []))
 
 
 def _results(framework: str, cell: str) -> Templates:

@@ -32,7 +32,7 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
-from dssl.config.grids import backbone_models, cell_seeds, reference_seeds
+from dssl.config.grids import cell_seeds, reference_seeds
 from dssl.config.sections import backbone_family
 from dssl.evaluation.registry import PROTOCOLS
 from dssl.pipeline.common import Stage, StageError, atomic_dir
@@ -390,6 +390,6 @@ def run_local(model: str, partition: str, params_path: Path | str) -> Path:
 def run_random(backbone: str, params_path: Path | str) -> Path:
     # every seed a cell of this backbone runs: each cell pairs with its random-init reference seed by seed
     stage = Stage("evaluate_random", backbone, params_path,
-                  lambda params: reference_seeds(params, backbone_models(params, backbone)))
+                  lambda params: reference_seeds(params, backbone))
     subject = Subject("random", backbone, backbone, _describe(stage.params, "random", None), pretrained=False)
     return _run(stage, subject, [])

@@ -174,11 +174,11 @@ class Workload:
     def seeds(self, fields: dict) -> list[int]:
         """The seeds a stage runs: its cell's (``seeds_key``); a random-init reference's, every seed a cell
         of its backbone runs."""
-        from dssl.config.grids import backbone_models, reference_seeds, seeds_at
+        from dssl.config.grids import reference_seeds, seeds_at
 
         if "seeds_key" in fields:
             return seeds_at(self.params, fields["seeds_key"])
-        return reference_seeds(self.params, backbone_models(self.params, fields["backbone"]))
+        return reference_seeds(self.params, fields["backbone"])
 
     def _model(self, model: str):
         return model_costs(self.params["models"][model], self.size, self.in_chans, self.cache)

@@ -74,6 +74,16 @@ class Finding:
         return k * d.mean, low, high
 
 
+def unpaired_seeds(what: str, seed_sets: list) -> str | None:
+    """Why ``what`` (cells, columns) cannot be paired seed by seed, or None: they ran different seeds
+    (grids that set their own). ``seed_sets``: each one's seeds, in any iterable."""
+    distinct = sorted({tuple(sorted(int(s) for s in seeds)) for seeds in seed_sets})
+    if len(distinct) < 2:
+        return None
+    listed = " and ".join(", ".join(map(str, group)) for group in distinct)
+    return f"{what} ran different seeds ({listed}): give their grids the same seeds"
+
+
 def compare(a: pd.DataFrame, b: pd.DataFrame, expected_sign: int) -> tuple[Interval, str]:
     """Paired difference a - b over the seeds of two cells and the verdict on "sign(a - b) = expected"."""
     diff = paired_difference(accuracy_by_seed(a), accuracy_by_seed(b))

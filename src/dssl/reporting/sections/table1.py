@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from dssl.data.partition import IID_ALPHA
-from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare, difference_of_differences
+from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare, difference_of_differences, unpaired_seeds
 from dssl.reporting.results import summarise
 from dssl.reporting.sections.base import FIGURES, FOLDER, ReportContext, ReportSection, known_protocols, register_section
 from dssl.reporting.tables import (
@@ -112,11 +112,7 @@ def _unequal_rows(cells: list[pd.DataFrame]) -> str | None:
         values = sorted({str(cell[column].iloc[0]) for cell in cells})
         if len(values) > 1:
             return f"the rows have different {noun} ({', '.join(values)}): report.sections.table1.{option}"
-    seeds = {tuple(sorted(int(s) for s in cell["seed"])) for cell in cells}
-    if len(seeds) > 1:
-        listed = " and ".join(", ".join(map(str, group)) for group in sorted(seeds))
-        return f"the cells ran different seeds ({listed}): give their grids the same seeds"
-    return None
+    return unpaired_seeds("the cells", [cell["seed"] for cell in cells])
 
 
 def _reference_label(run: Any, protocol: str) -> str:
