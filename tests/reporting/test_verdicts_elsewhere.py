@@ -13,7 +13,7 @@ from dssl.artifacts import ArtifactError
 from dssl.pipeline.common import StageError
 from dssl.pipeline.verdicts import export, load_records
 from dssl.reporting.claims import Finding
-from dssl.reporting.readme import claims_forest, render_readme
+from dssl.reporting.readme import claims_forest, other_kernels, render_readme
 from dssl.reporting.sections import ReportContext, SectionOutput
 from dssl.reporting.stats import Interval
 from dssl.reporting.verdicts import NOT_CHECKED, VerdictRecord, fragile_keys, verdicts_elsewhere
@@ -112,3 +112,19 @@ def test_bad_labels_and_damaged_records_are_one_clear_error(tmp_path) -> None:
     (out / "source.json").write_text("{")
     with pytest.raises(ArtifactError, match="dssl verdicts export"):
         load_records(tmp_path, Path("params.yaml"), {"avx2-kernels": "reports/verdicts/avx2-kernels"})
+
+
+def test_the_report_says_when_no_record_ran_other_kernels_than_this_build() -> None:
+    same = record("avx2-kernels", {"a vs b": "supported", "c vs b": "inconclusive"})   # hardware "cpu (AVX2)"
+
+    def text(rec: VerdictRecord, hardware: str) -> str:
+        return other_kernels(verdicts_elsewhere(FINDINGS, [rec]), [rec], [hardware])
+
+    assert "ran the same CPU kernels as this build (AVX2)" in text(same, "AMD EPYC (AVX2), torch 2.14.1")
+    assert "ran the same CPU kernels" not in text(same, "Intel(R) Xeon(R) (AVX512), torch 2.14.1")
+    pinned = VerdictRecord("pinned", {"hardware": ["Intel(R) Xeon(R) (AVX512), torch 2.14.1"],
+                                      "kernels": {"ATEN_CPU_CAPABILITY": "avx2"}}, same.claims, True)
+    assert pinned.kernel_kinds() == {"AVX2"}
+    assert "ran the same CPU kernels as this build (AVX2)" in text(pinned, "AMD EPYC (AVX2), torch 2.14.1")
+    stale = VerdictRecord("stale", same.source, same.claims, False)   # compares nothing: says nothing of kinds
+    assert "ran the same CPU kernels" not in text(stale, "AMD EPYC (AVX2), torch 2.14.1")

@@ -19,7 +19,7 @@ from dssl.reporting.claims import ALL_VERDICTS, UNTESTABLE, Finding, gate_failur
 from dssl.reporting.results import load_graph_stats, load_results, load_weight_distances
 from dssl.reporting.sections import FIGURES, FOLDER, ReportContext, SectionOutput, create_section
 from dssl.reporting.tables import dataset_name, load_paper_numbers, markdown_table
-from dssl.reporting.verdicts import VerdictRecord, fragile_keys, is_fragile, verdicts_elsewhere
+from dssl.reporting.verdicts import VerdictRecord, fragile_keys, is_fragile, kernel_kinds, verdicts_elsewhere
 
 TITLE = "# Distributed SSL under non-IID data: the papers' tables and figures at this build's scale"
 SCALE_NOTE = (
@@ -65,7 +65,8 @@ def render_readme(ctx: ReportContext, outputs: list[SectionOutput],
     elsewhere = verdicts_elsewhere(checked_claims(findings), list(records)) if records else None
     fragile = fragile_keys(elsewhere) if elsewhere is not None else set()
     parts = [TITLE, summary(ctx, findings, fragile, records), verdicts_per_claim(findings, fragile),
-             other_kernels(elsewhere, records), contents(outputs, bool(records)), settings_list(ctx.settings),
+             other_kernels(elsewhere, records, _hardware(ctx)), contents(outputs, bool(records)),
+             settings_list(ctx.settings),
              claims_summary(findings, fragile)]
     parts += [out.markdown for out in outputs]
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
@@ -158,14 +159,26 @@ def verdicts_per_claim(findings: list[Finding], fragile: set = frozenset()) -> s
     return f"{VERDICTS_TITLE}\n\n" + markdown_table(table.astype(int))
 
 
-def other_kernels(elsewhere: pd.DataFrame | None, records: list[VerdictRecord]) -> str:
-    """Both verdict lists: this build's and each record's, claim by claim, with where each record ran."""
+def _hardware(ctx: ReportContext) -> list[str]:
+    return [] if ctx.results.empty else list(ctx.results["hardware"].dropna().unique())
+
+
+def other_kernels(elsewhere: pd.DataFrame | None, records: list[VerdictRecord], hardware: list[str] = ()) -> str:
+    """Both verdict lists: this build's and each record's, claim by claim, with where each record ran, and
+    whether any comparable record ran other CPU kernels than this build (``hardware``: its result files')."""
     if elsewhere is None or not records:
         return ""
     lines = [ELSEWHERE_TITLE, "The same pipeline run elsewhere (`dssl verdicts export`, listed in "
              "`report.verdicts_elsewhere`). A claim is **fragile** where a run with this build's params and code "
              "gave another verdict: at this scale its verdict follows the CPU's kernels, not only the data.",
              "\n".join(f"- {record.describe()}" for record in records)]
+    here = kernel_kinds(hardware)
+    compared = [record for record in records if record.comparable]
+    if here and compared and all(record.kernel_kinds() <= here for record in compared):
+        kinds = ", ".join(sorted(here))
+        lines.append(f"Every record compared here ran the same CPU kernels as this build ({kinds}): no other kind "
+                     "has been compared yet, so agreement here marks no claim robust. A run on another kind, "
+                     "exported and listed in `report.verdicts_elsewhere`, is what can find the fragile ones.")
     if elsewhere.empty:
         return "\n\n".join(lines)
     table = elsewhere.drop(columns=["section", "cells"]).copy()

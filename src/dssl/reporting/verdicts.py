@@ -10,8 +10,9 @@ another verdict. A record from other params or code is shown with that warning a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
@@ -43,6 +44,19 @@ class VerdictRecord:
                  "shown, not compared")
         return (f"`{self.label}`: {hardware}, {kernels}; commit {str(source.get('commit') or '?')[:10]}, "
                 f"recorded {source.get('created', '?')}; {state}")
+
+
+    def kernel_kinds(self) -> set[str]:
+        """The CPU kernel kinds its results were computed with: the pinned ``ATEN_CPU_CAPABILITY``, else each
+        hardware line's (``kernel_kinds``)."""
+        pinned = (self.source.get("kernels") or {}).get("ATEN_CPU_CAPABILITY")
+        return {str(pinned).upper()} if pinned else kernel_kinds(self.source.get("hardware") or [])
+
+
+def kernel_kinds(hardware: Iterable[str]) -> set[str]:
+    """The kernel kinds (``AVX2``, ``AVX512``, ...) named by hardware lines of result files
+    (``tracking.lineage.hardware_label``: ``<cpu> (<capability>), torch <version>``)."""
+    return {found.group(1).upper() for line in hardware if (found := re.search(r"\((\w+)\)(?=,|$)", str(line)))}
 
 
 def _key(section: str, claim: str, cells: str) -> tuple[str, str, str]:
