@@ -13,7 +13,7 @@ from dssl.artifacts import ArtifactError
 from dssl.pipeline.common import StageError
 from dssl.pipeline.verdicts import export, load_records
 from dssl.reporting.claims import Finding
-from dssl.reporting.readme import claims_forest, other_kernels, render_readme
+from dssl.reporting.readme import _fragile_sentence, claims_forest, other_kernels, render_readme
 from dssl.reporting.sections import ReportContext, SectionOutput
 from dssl.reporting.stats import Interval
 from dssl.reporting.verdicts import NOT_CHECKED, VerdictRecord, fragile_keys, verdicts_elsewhere
@@ -128,3 +128,5 @@ def test_the_report_says_when_no_record_ran_other_kernels_than_this_build() -> N
     assert "ran the same CPU kernels as this build (AVX2)" in text(pinned, "AMD EPYC (AVX2), torch 2.14.1")
     stale = VerdictRecord("stale", same.source, same.claims, False)   # compares nothing: says nothing of kinds
     assert "ran the same CPU kernels" not in text(stale, "AMD EPYC (AVX2), torch 2.14.1")
+    sentence = _fragile_sentence(FINDINGS, set(), [same], ["AMD EPYC (AVX2), torch 2.14.1"])
+    assert "**0 of 3 claims are fragile**" in sentence and "same CPU kernels as this build (AVX2)" in sentence

@@ -81,7 +81,7 @@ def summary(ctx: ReportContext, findings: list[Finding], fragile: set = frozense
         counts = pd.Series([f.verdict for f in claims]).value_counts()
         lines.append(f"**{len(claims)} claims of the papers checked: " + ", ".join(
             f"{int(counts.get(v, 0))} {v}" for v in ALL_VERDICTS) + ".**" + _gate_sentence(preconditions)
-            + _fragile_sentence(claims, fragile, records))
+            + _fragile_sentence(claims, fragile, records, _hardware(ctx)))
         lines.append(f"![Every checked claim: paired difference with its 95 % interval, coloured by verdict]"
                      f"({FIGURES}/{CLAIMS_FIGURE})")
     else:
@@ -90,7 +90,7 @@ def summary(ctx: ReportContext, findings: list[Finding], fragile: set = frozense
     return "\n\n".join(lines)
 
 
-def _fragile_sentence(claims: list[Finding], fragile: set, records: list[VerdictRecord]) -> str:
+def _fragile_sentence(claims: list[Finding], fragile: set, records: list[VerdictRecord], hardware: list[str]) -> str:
     if not records:
         return ""
     compared = [r.label for r in records if r.comparable]
@@ -98,8 +98,20 @@ def _fragile_sentence(claims: list[Finding], fragile: set, records: list[Verdict
         return (f" The verdicts recorded on other CPU kernels ({', '.join(r.label for r in records)}) come from other "
                 "params or code than this build: no claim is marked fragile (section \"Verdicts on other CPU kernels\").")
     count = sum(is_fragile(f, fragile) for f in claims)
+    same = _same_kernels(records, hardware)
+    caveat = f", which ran the same CPU kernels as this build ({same}): no other kind is compared yet" if same else ""
     return (f" **{count} of {len(claims)} claims are {FRAGILE}**: the same params and code gave another verdict on "
-            f"{', '.join(compared)} (section \"Verdicts on other CPU kernels\").")
+            f"{', '.join(compared)}{caveat} (section \"Verdicts on other CPU kernels\").")
+
+
+def _same_kernels(records: list[VerdictRecord], hardware: list[str]) -> str | None:
+    """The build's kernel kinds when every comparable record ran no other (agreement then shows nothing
+    about other CPUs), else None."""
+    here = kernel_kinds(hardware)
+    compared = [record for record in records if record.comparable]
+    if here and compared and all(record.kernel_kinds() <= here for record in compared):
+        return ", ".join(sorted(here))
+    return None
 
 
 def _gate_sentence(preconditions: list[Finding]) -> str:
@@ -172,10 +184,8 @@ def other_kernels(elsewhere: pd.DataFrame | None, records: list[VerdictRecord], 
              "`report.verdicts_elsewhere`). A claim is **fragile** where a run with this build's params and code "
              "gave another verdict: at this scale its verdict follows the CPU's kernels, not only the data.",
              "\n".join(f"- {record.describe()}" for record in records)]
-    here = kernel_kinds(hardware)
-    compared = [record for record in records if record.comparable]
-    if here and compared and all(record.kernel_kinds() <= here for record in compared):
-        kinds = ", ".join(sorted(here))
+    kinds = _same_kernels(records, list(hardware))
+    if kinds:
         lines.append(f"Every record compared here ran the same CPU kernels as this build ({kinds}): no other kind "
                      "has been compared yet, so agreement here marks no claim robust. A run on another kind, "
                      "exported and listed in `report.verdicts_elsewhere`, is what can find the fragile ones.")
