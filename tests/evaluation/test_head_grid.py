@@ -55,3 +55,16 @@ def test_every_grid_point_matches_a_head_trained_alone_with_torch_adam() -> None
                                rtol=1e-4, atol=1e-5)
     # the decay and the lr matter: the grid's heads differ
     assert len({round(float(a[2].abs().sum()), 4) for a in alone}) == 4
+
+
+def test_a_checkpoint_of_the_earlier_one_head_at_a_time_layout_restarts_the_grid(tmp_path) -> None:
+    """The checkpoint's fingerprint names the inputs, not the code: a probe stopped under the earlier layout
+    (one head at a time: grid point, head, optimizer) starts its heads again instead of failing on it."""
+    from dssl.evaluation.progress import Checkpoint
+
+    generator = torch.Generator().manual_seed(1)
+    x, y = torch.randn(24, 3, generator=generator), torch.arange(24) % 2
+    cfg = LinearProbeConfig(lr_grid=(1e-2,), weight_decay_grid=(0.0, 1e-3), epochs=4, batch_size=8, eval_every=2)
+    fresh = HeadGrid((x, y), (x, y), 2, cfg, seed=0).select()[1]
+    Checkpoint(tmp_path, "same inputs").save({"point": 1, "grid": [], "best": None, "epoch": 2, "step": 0})
+    assert HeadGrid((x, y), (x, y), 2, cfg, seed=0, checkpoint=Checkpoint(tmp_path, "same inputs")).select()[1] == fresh

@@ -90,6 +90,9 @@ def probe_features(features: torch.Tensor, test_features: torch.Tensor, train: L
 
 
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-8   # torch.optim.Adam's defaults
+# What a probe checkpoint holds: the stacked heads' state. A checkpoint of the same inputs written by the
+# heads-one-after-another code that preceded it has none of it, so that run starts its heads again.
+STATE_LAYOUT = "stacked-heads"
 
 
 class HeadGrid:
@@ -141,6 +144,8 @@ class HeadGrid:
         best_params = params.clone()
         epochs_done, position, perm, steps = 0, 0, None, 0
         saved = self.checkpoint.load() if self.checkpoint is not None else None
+        if saved is not None and saved.get("layout") != STATE_LAYOUT:
+            saved = None
         if saved is not None:
             params, exp_avg, exp_avg_sq = (saved[k].to(device) for k in ("params", "exp_avg", "exp_avg_sq"))
             best_params = saved["best_params"].to(device)
@@ -156,7 +161,7 @@ class HeadGrid:
         (beta1, beta2), where = ADAM_BETAS, "lr x weight-decay grid of the linear heads"
 
         def state(epoch: int, step: int, epoch_perm: torch.Tensor | None) -> dict[str, Any]:
-            return {"params": params.cpu().clone(), "exp_avg": exp_avg.cpu().clone(),
+            return {"layout": STATE_LAYOUT, "params": params.cpu().clone(), "exp_avg": exp_avg.cpu().clone(),
                     "exp_avg_sq": exp_avg_sq.cpu().clone(), "best_params": best_params.cpu().clone(),
                     "best_epoch": list(best_epoch), "best_acc": list(best_acc), "adam_steps": steps,
                     "epoch": epoch, "step": step, "perm": None if epoch_perm is None else epoch_perm.cpu(),
