@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dssl.config.params import load_params, read_params
+from dssl.evaluation.registry import PROTOCOLS
 from dssl.pipeline.catalogue import KINDS, Catalogue, instances, manifest_path, producer
 from dssl.pipeline.code import code_manifest
 from dssl.pipeline.codedeps import closure_files, code_dependencies, compact, import_closure, package_root
@@ -93,11 +94,31 @@ def test_lazy_imports_inside_functions_count() -> None:
     assert "dssl.pipeline.catalogue" not in closure  # dispatch is not part of any stage's computation
 
 
-def test_a_registry_that_imports_by_name_counts() -> None:
-    # the evaluation registry loads each protocol's module lazily, by its full name
-    closure = import_closure("dssl.pipeline.evaluate")
-    assert {"dssl.evaluation.finetune", "dssl.evaluation.linear_probe", "dssl.evaluation.knn"} <= closure
-    assert "dssl.federation.simulator" not in closure  # evaluation does not run the simulators
+def test_a_module_named_by_a_string_counts(tmp_path) -> None:
+    # importlib.import_module("dssl.b") is an import too: the closure holds dssl.b and what it imports
+    package = tmp_path / "dssl"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("import importlib\n\ndef load():\n    return importlib.import_module('dssl.b')\n")
+    (package / "b.py").write_text("from dssl import c\n")
+    (package / "c.py").write_text("")
+    assert import_closure("dssl.a", tmp_path) == {"dssl", "dssl.a", "dssl.b", "dssl.c"}
+
+
+def test_only_the_evaluation_stages_depend_on_the_protocols_implementations() -> None:
+    # every stage reads the protocol registry (the params validator does); only evaluation runs a protocol,
+    # so an edit to the linear probe re-runs the evaluations and the report, not the pretraining
+    implementations = {f"dssl.evaluation.{protocol.module}" for protocol in PROTOCOLS.values()}
+    assert implementations == {"dssl.evaluation.linear_probe", "dssl.evaluation.finetune", "dssl.evaluation.knn",
+                               "dssl.evaluation.few_shot"}
+    kinds = {stage.kind.name: stage.kind.module for stage in instances(read_params(REPO / "params.yaml"))}
+    for kind, module in kinds.items():
+        held = implementations & import_closure(module)
+        if kind.startswith("evaluate_"):
+            assert held == implementations, kind
+        elif kind != "features":   # Fig. 3 reuses the evaluation stage's encoder loading (same module)
+            assert held == set(), (kind, held)
+    assert "dssl.federation.simulator" not in import_closure("dssl.pipeline.evaluate")
 
 
 def test_compact_lists_a_folder_only_when_all_its_files_are_dependencies() -> None:

@@ -101,11 +101,6 @@ def all_grid_seed_keys(params: dict, framework: str) -> dict[tuple, list[str]]:
     return keys
 
 
-def grid_seed_keys(params: dict, framework: str, cell: tuple) -> list[str]:
-    """The params keys of the seed lists the grids listing ``cell`` give it (``all_grid_seed_keys``)."""
-    return all_grid_seed_keys(params, framework).get(cell, [])
-
-
 def cell_seed_keys(params: dict, framework: str) -> dict[tuple, str]:
     """``seeds_key`` of every cell of a framework's grids, from one pass over them."""
     return {cell: keys[0] for cell, keys in all_grid_seed_keys(params, framework).items()}
@@ -119,7 +114,7 @@ def seeds_keys(params: dict, framework: str, cells: list[tuple]) -> list[str]:
 
 def seeds_key(params: dict, framework: str, cell: tuple) -> str:
     """The params key that declares the seeds of a cell (``framework`` ``fl``, ``decl`` or ``local``;
-    ``central`` cells run the top-level list): the first of ``grid_seed_keys``, or the top-level
+    ``central`` cells run the top-level list): the first of the cell's keys in ``all_grid_seed_keys``, or the top-level
     ``seeds`` for a cell no grid lists."""
     return seeds_keys(params, framework, [cell])[0]
 

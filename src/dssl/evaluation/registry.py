@@ -1,7 +1,12 @@
 """The evaluation protocols by name: each name is an implementation plus the config values it fixes.
 
 Reading this registry imports neither torch nor the implementations (they load on first call), so the
-params validator can take the protocol names and their allowed keys from here.
+params validator can take the protocol names and their allowed keys from here. An implementation is
+named by its module inside this package (``"linear_probe"``), not by its full dotted name: the code
+manifests (``dssl.pipeline.codedeps``) count a full module name as an import, and every stage reads
+this registry through the validator, while only the evaluation stages run a protocol (they import the
+implementations themselves, ``dssl.pipeline.evaluate``). So a fix to the linear probe re-runs the
+evaluations, not the pretraining.
 
 A protocol's params entry (``evaluate.<protocol>``) may hold overrides for some downstream datasets and
 backbone families: ``per_family: {vit: {...}, cnn: {...}}`` and ``per_dataset: {imagenet: {...}}``
@@ -27,7 +32,7 @@ OVERRIDE_KEYS = ("per_family", "per_dataset")
 
 @dataclass(frozen=True)
 class Protocol:
-    """A named protocol: ``<module>.evaluate`` run with ``config_class``.
+    """A named protocol: ``dssl.evaluation.<module>.evaluate`` run with ``config_class``.
 
     ``fixed`` holds config values the name stands for (``linear_probe_1pct``: ``label_fraction``
     0.01); a params file cannot set them, so a result's protocol name always says what was run.
@@ -68,7 +73,7 @@ class Protocol:
 
     @property
     def implementation(self) -> Callable[..., dict[str, Any]]:
-        return importlib.import_module(self.module).evaluate
+        return importlib.import_module(f"{__package__}.{self.module}").evaluate
 
     def __call__(self, encoder: Any, train: Any, test: Any, config: Any = None, seed: int = 0,
                  checkpoint: Any = None) -> dict[str, Any]:
@@ -83,12 +88,12 @@ def _by_name(*protocols: Protocol) -> dict[str, Protocol]:
 
 
 PROTOCOLS: dict[str, Protocol] = _by_name(
-    Protocol("linear_probe", "dssl.evaluation.linear_probe", LinearProbeConfig),
-    Protocol("finetune", "dssl.evaluation.finetune", FineTuneConfig),
-    Protocol("knn", "dssl.evaluation.knn", KnnConfig),
+    Protocol("linear_probe", "linear_probe", LinearProbeConfig),
+    Protocol("finetune", "finetune", FineTuneConfig),
+    Protocol("knn", "knn", KnnConfig),
     # Paper B's semi-supervised setting (1 % and 10 % of the labels, head only).
-    Protocol("linear_probe_10pct", "dssl.evaluation.few_shot", FewShotConfig, {"label_fraction": 0.1}),
-    Protocol("linear_probe_1pct", "dssl.evaluation.few_shot", FewShotConfig, {"label_fraction": 0.01}),
+    Protocol("linear_probe_10pct", "few_shot", FewShotConfig, {"label_fraction": 0.1}),
+    Protocol("linear_probe_1pct", "few_shot", FewShotConfig, {"label_fraction": 0.01}),
 )
 
 

@@ -4,8 +4,9 @@ Every ``import`` statement of a module counts, wherever it stands (module level,
 under ``TYPE_CHECKING``): stages import lazily to start fast, and a lazily imported module still
 shapes the result. ``from dssl.a import b`` names the submodule ``dssl.a.b`` when that file exists,
 else the package ``dssl.a``; importing a submodule also runs its packages' ``__init__`` files. A string
-constant that is the full name of a ``dssl`` module counts too: registries import their
-implementations lazily by name (``importlib.import_module("dssl.evaluation.finetune")``).
+constant that is the full name of a ``dssl`` module counts too: a lazy import by name
+(``importlib.import_module("dssl.evaluation.finetune")``). The evaluation registry, which every stage
+reads through the params validator, names its implementations relative to its package for that reason.
 Non-Python files of a package folder (package data such as the paper's numbers) belong to every
 closure that imports a module of that folder.
 

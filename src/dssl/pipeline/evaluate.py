@@ -165,7 +165,9 @@ class TaskResult:
 
 def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str, task: Task) -> TaskResult:
     """One (seed, dataset, protocol[, client]) (runs in a worker)."""
-    from dssl.evaluation import evaluate
+    # The protocols' implementations: the registry loads them by name when a protocol runs; named here so
+    # that they are in the evaluation stages' code manifests (dssl.pipeline.codedeps), not in every stage's.
+    from dssl.evaluation import evaluate, few_shot, finetune, knn, linear_probe  # noqa: F401
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.evaluation.progress import Checkpoint
     from dssl.training.determinism import configure_determinism
