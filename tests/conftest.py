@@ -14,6 +14,9 @@ from dssl.pipeline.dvcfile import write_files
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The shared CI-profile runs (ci_dvc_run, ci_local_run) and the slurm fixture, for every test module.
+pytest_plugins = ("ci_runs",)
+
 
 def copy_project(target: Path, params_file: str = "params.yaml") -> Path:
     """A scratch DVC+git project with this repo's DAG, sources and the given params file."""

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from dssl.lineage.lock import lock_files
-from cluster_run import ci_local_run, git_commit, results, run  # noqa: F401 - ci_local_run: the shared fixture
+from ci_runs import git_commit, results, run
 
 pytestmark = pytest.mark.slow
 
 
-def test_push_clone_pull_then_nothing_to_do(ci_local_run, tmp_path: Path) -> None:  # noqa: F811
+def test_push_clone_pull_then_nothing_to_do(ci_local_run, tmp_path: Path) -> None:
     project, remote, clone = tmp_path / "project", tmp_path / "remote", tmp_path / "clone"
     shutil.copytree(ci_local_run.root, project, symlinks=True)
     run(["dvc", "remote", "add", "-d", "shared", str(remote)], project)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster_run import ci_local_run, clean_env, results, slurm  # noqa: F401 - shared fixtures
+from ci_runs import clean_env, results
 
 from dssl.tracking import stage_runs
 

@@ -9,12 +9,11 @@ from collections import Counter
 
 import pytest
 import yaml
-from cluster_run import ci_local_run  # noqa: F401 - the shared fixture
 
 pytestmark = pytest.mark.slow
 
 
-def test_parallel_jobs_log_every_run_once(ci_local_run) -> None:  # noqa: F811 - the fixture
+def test_parallel_jobs_log_every_run_once(ci_local_run) -> None:
     root, runs = ci_local_run.root, ci_local_run.runs
     names = [r["run_name"] for r in runs]
     assert [n for n, count in Counter(names).items() if count > 1] == []

@@ -1,4 +1,4 @@
-"""On one run of the CI profile (scratch project, `dvc repro` through the warm stage server):
+"""On a copy of the session's `dvc repro` run of the CI profile (``ci_runs.ci_dvc_run``):
 `dssl lineage` answers with exactly what dvc.lock and the MLflow store hold and notices an edited
 partition file; DVC's own tools (metrics show/diff, params diff, plots show, exp run/show) work on the
 rendered dvc.yaml."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import copy_project
+from ci_runs import copy_run
 
 from dssl.lineage import lineage as trace
 from dssl.lineage import render_text
@@ -41,22 +41,10 @@ def dvc_json(cmd: list[str], cwd: Path):
     return json.loads(out[min(i for i in (out.find("{"), out.find("[")) if i >= 0):])
 
 
-def commit_all(root: Path, message: str) -> None:
-    run(["git", "add", "-A"], root)
-    run(["git", "-c", "user.name=test", "-c", "user.email=test@example.org", "commit", "-qm", message], root)
-
-
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("ci")
-    copy_project(root, "configs/ci.yaml")
-    run(["dssl", "warm", "start"], root)
-    try:
-        run(["dvc", "repro"], root)
-    finally:
-        run(["dssl", "warm", "stop"], root)
-    commit_all(root, "CI profile, run")
-    return root
+def project(ci_dvc_run, tmp_path_factory) -> Path:
+    """The run, committed to git, in a folder of this module's (the tests edit and run experiments)."""
+    return copy_run(ci_dvc_run, tmp_path_factory.mktemp("lineage") / "ci")
 
 
 def lineage(root: Path, *args: str) -> dict:

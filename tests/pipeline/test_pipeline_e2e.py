@@ -2,7 +2,8 @@
 offline, logs one MLflow run per seed, writes the report from the measured results, re-runs nothing the
 second time, only what a params change touches, and after a code edit exactly the stages whose import
 closure holds the edited module; Snakemake, with client workers, produces byte-identical data outputs
-and the same metrics, which `dvc commit -f` accepts."""
+and the same metrics, which `dvc commit -f` accepts. Both runs are the session's shared ones
+(``ci_runs``); the edits happen on a copy."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import copy_project
+from ci_runs import copy_run
 
 from dssl.config.grids import cell_seeds, reference_seeds
 from dssl.pipeline.catalogue import instances
@@ -149,20 +150,12 @@ def check_report_pages(root: Path, params: dict) -> None:
         assert broken_links(page, facts) == []
 
 
-def test_dvc_then_snakemake(tmp_path: Path) -> None:
-    dvc_root = tmp_path / "dvc"
-    snake_root = tmp_path / "snake"
-    for root in (dvc_root, snake_root):
-        root.mkdir()
-        copy_project(root, "configs/ci.yaml")
+def test_dvc_repro_runs_every_stage_then_only_what_changed(ci_dvc_run: Path, tmp_path: Path) -> None:
+    dvc_root = copy_run(ci_dvc_run, tmp_path / "dvc")
     params = yaml.safe_load((dvc_root / "params.yaml").read_text())
+    original_params = (dvc_root / "params.yaml").read_text()
 
-    # 1. every stage runs (through the warm stage server, as `make repro` does) and writes its outputs
-    run(["dssl", "warm", "start"], dvc_root)
-    try:
-        run(["dvc", "repro"], dvc_root)
-    finally:
-        run(["dssl", "warm", "stop"], dvc_root)
+    # 1. every stage ran (through the warm stage server, as `make repro` does) and wrote its outputs
     outputs = foundation_outputs(dvc_root, params)
     assert all(p.is_file() for p in outputs), [str(p) for p in outputs if not p.is_file()]
     dag, _ = dvc_stages(dvc_root)
@@ -204,7 +197,7 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
     # the FL partitions were rebuilt with the same bytes: nothing downstream of them re-ran
     assert not any(name.startswith(("pretrain_fl", "evaluate_fl")) for name in ran)
     assert (dvc_root / "data/partitions/decl-label/partition.json").read_bytes() != before
-    (dvc_root / "params.yaml").write_text((snake_root / "params.yaml").read_text())
+    (dvc_root / "params.yaml").write_text(original_params)
     run(["dvc", "repro"], dvc_root)
 
     # 5. editing a module marks exactly the stages whose entry imports it: the code stage refreshes the
@@ -222,22 +215,23 @@ def test_dvc_then_snakemake(tmp_path: Path) -> None:
         run(["dvc", "repro", "--single-item", "code"], dvc_root)
     assert dvc_status(dvc_root) == set()
 
-    # 6. Snakemake in parallel, each FL / DecL round's clients trained at once in 2 worker processes,
-    #    produces the same data bytes and the same metrics; DVC then accepts them
-    run(["dssl", "warm", "start"], snake_root)
-    try:
-        run(["snakemake", "--cores", "2", "--quiet", "all"], snake_root, DSSL_CLIENT_WORKERS="2")
-    finally:
-        run(["dssl", "warm", "stop"], snake_root)
+
+def test_snakemake_gives_the_bits_of_dvc_repro(ci_dvc_run: Path, ci_local_run) -> None:
+    # Snakemake in parallel (2 jobs), each FL / DecL round's clients trained at once in 2 worker processes,
+    # every stage in its own process: the same data bytes and the same metrics; DVC then accepts them
+    snake_root = ci_local_run.root
+    params = yaml.safe_load((ci_dvc_run / "params.yaml").read_text())
+    outputs = foundation_outputs(ci_dvc_run, params)
     for dvc_file, snake_file in zip(outputs, foundation_outputs(snake_root, params)):
         if dvc_file.suffix != ".png":  # figures embed nothing random, but fonts may hint differently
             assert dvc_file.read_bytes() == snake_file.read_bytes(), dvc_file
-    for result in sorted((dvc_root / "reports/metrics").rglob("*.json")):
-        twin = snake_root / result.relative_to(dvc_root)
+    results = sorted((ci_dvc_run / "reports/metrics").rglob("*.json"))
+    assert results
+    for result in results:
+        twin = snake_root / result.relative_to(ci_dvc_run)
         assert json.loads(twin.read_text())["test_acc"] == json.loads(result.read_text())["test_acc"], result
-    run(["dvc", "commit", "-f"], snake_root)
-    assert dvc_status(snake_root) == set()
-    assert set(stage_runs(snake_root, "ci")["tags.engine"]) == {"snakemake"}
+    assert ci_local_run.dvc_status_after_commit == "{}"
+    assert {r["engine"] for r in ci_local_run.runs} == {"snakemake"}
 
 
 def test_a_bad_params_file_fails_before_any_output(make_project) -> None:

@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 INSTALL_SCRIPT = REPO / ".ci" / "install-services"
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
-MARKER = "# written by dssl's tests/cluster/services.py"
+MARKER = "# written by dssl's tests/services.py"
 COMMANDS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
 PARTITION = "local"  # the partition profiles/slurm-local submits to
 CRED_EXPIRE_S = 20

@@ -1,11 +1,17 @@
-"""Helpers of the cluster tests: commands in a clean environment, the tracking server as a background
-process, and the fixtures ``ci_local_run`` and ``slurm`` (test modules import them).
+"""The CI profile's runs the slow tests share, and the helpers around them (commands in a clean
+environment, the tracking server as a background process, a single-node SLURM).
 
-``ci_local_run``: the CI profile run once locally (Snakemake, 2 parallel jobs) against a real tracking
-server (`dssl tracking serve`: PostgreSQL + artifact folder), then recorded by DVC and committed to
-git. It is shared by the cluster tests (the tracking server's runs, the SLURM run's reference, the DVC
-remote's content): under pytest-xdist the first worker that needs it makes it and the others wait for
-it (a file lock in the session's shared temporary folder, the result pickled beside it).
+Each whole run of the CI profile is made once per test session, by the first test that needs it (under
+pytest-xdist the other workers wait for it: a file lock in the session's shared temporary folder, the
+result pickled beside it), and is read-only to the tests; a test that changes a project works on a copy
+(``copy_run``):
+
+- ``ci_dvc_run``: `dvc repro` through the warm stage server, as `make repro` runs it, with the project's
+  own SQLite tracking store, committed to git (the end-to-end and lineage tests);
+- ``ci_local_run``: Snakemake with 2 parallel jobs, each FL / DecL round's clients trained in 2 worker
+  processes, every stage in its own process as on a cluster node, logging to a real tracking server
+  (`dssl tracking serve`: PostgreSQL + artifact folder), then recorded by DVC and committed (the cluster
+  tests' reference, and the proof that Snakemake gives `dvc repro`'s bits).
 """
 
 from __future__ import annotations
@@ -101,6 +107,7 @@ class LocalRun:
     artifacts: Path            # the server's artifact folder
     server_exit: int
     postgres_running_after: bool
+    dvc_status_after_commit: str  # `dvc status --json` once `dvc commit -f` recorded the outputs
 
 
 def make_local_run(root: Path) -> LocalRun:
@@ -112,7 +119,8 @@ def make_local_run(root: Path) -> LocalRun:
     server = TrackingServer(root)
     server.start()
     try:
-        run(["snakemake", "--cores", "2", "--quiet", "all"], root, clean_env(MLFLOW_TRACKING_URI=server.uri))
+        run(["snakemake", "--cores", "2", "--quiet", "all"], root,
+            clean_env(MLFLOW_TRACKING_URI=server.uri, DSSL_CLIENT_WORKERS="2"))
         os.environ["MLFLOW_TRACKING_URI"] = server.uri
         try:
             frame = stage_runs(root, "ci")
@@ -124,11 +132,55 @@ def make_local_run(root: Path) -> LocalRun:
     runs = [{"run_name": r["run_name"], "stage": r["stage"], "seed": r.get("tags.seed"), "run_id": r["run_id"],
              "engine": r.get("tags.engine")} for _, r in frame.iterrows()]
     run(["dvc", "commit", "-f"], root)
+    left = run(["dvc", "status", "--json"], root).strip().splitlines()[-1]
     git_commit(root, "CI profile run by Snakemake, recorded by DVC")
     dag, _ = dvc_stages(root)
-    return LocalRun(root, runs, {s.name for s in dag}, server.folder / "artifacts", code, postgres_alive)
+    return LocalRun(root, runs, {s.name for s in dag}, server.folder / "artifacts", code, postgres_alive, left)
 
 
+def make_dvc_run(root: Path) -> Path:
+    """The CI profile by `dvc repro` through the warm stage server, committed to git."""
+    copy_project(root, "configs/ci.yaml")
+    run(["dssl", "warm", "start"], root, warm_env())
+    try:
+        run(["dvc", "repro"], root, warm_env())
+    finally:
+        run(["dssl", "warm", "stop"], root, warm_env())
+    git_commit(root, "CI profile run by dvc repro")
+    return root
+
+
+def warm_env(**extra: str) -> dict[str, str]:
+    """``clean_env`` with the warm stage server allowed (as `make repro` runs)."""
+    env = clean_env(**extra)
+    env.pop("DSSL_WARM")
+    return env
+
+
+def copy_run(run_root: Path, target: Path) -> Path:
+    """A copy of a shared run that a test may change (its git history, DVC cache and tracking store too)."""
+    shutil.copytree(run_root, target, symlinks=True)
+    return target
+
+
+def shared_once(tmp_path_factory, name: str, make):
+    """``make(folder)``'s result, made once per test session in ``<session tmp>/<name>`` and shared by the
+    xdist workers; a failure is reported to every test that asks again."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root, done, failed = shared / name, shared / f"{name}.pickle", shared / f"{name}.failed"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            pytest.fail(f"the shared run {name} failed in another test:\n{failed.read_text()}")
+        if not done.exists():
+            root.mkdir()
+            try:
+                done.write_bytes(pickle.dumps(make(root)))
+            except BaseException as err:
+                failed.write_text(f"{type(err).__name__}: {err}"[-5000:])
+                raise
+        return pickle.loads(done.read_bytes())
 
 
 def _postgres_missing() -> str | None:
@@ -149,25 +201,17 @@ def _postgres_missing() -> str | None:
 
 @pytest.fixture(scope="session")
 def ci_local_run(tmp_path_factory) -> LocalRun:
-    """The CI profile, run once per test session (shared by the xdist workers)."""
+    """The CI profile by Snakemake against a tracking server, run once per test session."""
     reason = _postgres_missing()
     if reason:
         pytest.skip(reason)
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    root, done, failed = shared / "ci-local-run", shared / "ci-local-run.pickle", shared / "ci-local-run.failed"
-    with open(shared / "ci-local-run.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if failed.exists():
-            pytest.fail(f"the shared local run failed in another worker:\n{failed.read_text()}")
-        if not done.exists():
-            root.mkdir()
-            try:
-                done.write_bytes(pickle.dumps(make_local_run(root)))
-            except BaseException as err:
-                failed.write_text(f"{type(err).__name__}: {err}"[-5000:])
-                raise
-        return pickle.loads(done.read_bytes())
+    return shared_once(tmp_path_factory, "ci-local-run", make_local_run)
+
+
+@pytest.fixture(scope="session")
+def ci_dvc_run(tmp_path_factory) -> Path:
+    """The CI profile by `dvc repro`, run once per test session (read-only: change a ``copy_run``)."""
+    return shared_once(tmp_path_factory, "ci-dvc-run", make_dvc_run)
 
 
 @pytest.fixture
