@@ -58,7 +58,12 @@ def test_the_report_counts_and_labels_fragile_claims() -> None:
     outputs = [SectionOutput("table1", "## Table 1\n\ntext", FINDINGS, None, {})]
     avx2 = record("avx2-kernels", {"a vs b": "supported", "c vs b": "supported", "d vs e": "untestable"})
     text = render_readme(ctx, outputs, [avx2])
-    assert "**1 of 3 claims are fragile**: the same params and code gave another verdict on avx2-kernels" in text
+    assert ("**1 of 3 claims are fragile**: avx2-kernels gave another verdict with the same params and code "
+            "(compared: avx2-kernels;") in text
+    # a second record that agrees is listed as compared, not as one that gave another verdict
+    avx512 = record("avx512-kernels", {"a vs b": "supported", "c vs b": "inconclusive"})
+    assert ("**1 of 3 claims are fragile**: avx2-kernels gave another verdict with the same params and code "
+            "(compared: avx512-kernels, avx2-kernels;") in render_readme(ctx, outputs, [avx512, avx2])
     assert "## Verdicts on other CPU kernels" in text
     assert "**inconclusive** (fragile)" in text          # the claims table
     per_claim = text.split("## Verdicts per claim")[1].split("\n## ")[0]
@@ -129,4 +134,5 @@ def test_the_report_says_when_no_record_ran_other_kernels_than_this_build() -> N
     stale = VerdictRecord("stale", same.source, same.claims, False)   # compares nothing: says nothing of kinds
     assert "ran the same CPU kernels" not in text(stale, "AMD EPYC (AVX2), torch 2.14.1")
     sentence = _fragile_sentence(FINDINGS, set(), [same], ["AMD EPYC (AVX2), torch 2.14.1"])
-    assert "**0 of 3 claims are fragile**" in sentence and "same CPU kernels as this build (AVX2)" in sentence
+    assert "**0 of 3 claims are fragile**: every run with the same params and code gave the same verdicts" in sentence
+    assert "same CPU kernels as this build (AVX2)" in sentence

@@ -19,7 +19,7 @@ from dssl.reporting.claims import ALL_VERDICTS, UNTESTABLE, Finding, gate_failur
 from dssl.reporting.results import load_graph_stats, load_results, load_weight_distances
 from dssl.reporting.sections import FIGURES, FOLDER, ReportContext, SectionOutput, create_section
 from dssl.reporting.tables import dataset_name, load_paper_numbers, markdown_table
-from dssl.reporting.verdicts import VerdictRecord, fragile_keys, is_fragile, kernel_kinds, verdicts_elsewhere
+from dssl.reporting.verdicts import NOT_CHECKED, VerdictRecord, fragile_keys, is_fragile, kernel_kinds, verdicts_elsewhere
 
 TITLE = "# Distributed SSL under non-IID data: the papers' tables and figures at this build's scale"
 SCALE_NOTE = (
@@ -99,9 +99,15 @@ def _fragile_sentence(claims: list[Finding], fragile: set, records: list[Verdict
                 "params or code than this build: no claim is marked fragile (section \"Verdicts on other CPU kernels\").")
     count = sum(is_fragile(f, fragile) for f in claims)
     same = _same_kernels(records, hardware)
-    caveat = f", which ran the same CPU kernels as this build ({same}): no other kind is compared yet" if same else ""
-    return (f" **{count} of {len(claims)} claims are {FRAGILE}**: the same params and code gave another verdict on "
-            f"{', '.join(compared)}{caveat} (section \"Verdicts on other CPU kernels\").")
+    caveat = (f"; every compared run used the same CPU kernels as this build ({same}): no other kind is compared yet"
+              if same else "")
+    table = verdicts_elsewhere(claims, [r for r in records if r.comparable])
+    differ = [label for label in compared
+              if ((table[label] != NOT_CHECKED) & (table[label] != table["verdict"])).any()]
+    found = (f"{', '.join(differ)} gave another verdict with the same params and code" if differ else
+             "every run with the same params and code gave the same verdicts")
+    return (f" **{count} of {len(claims)} claims are {FRAGILE}**: {found}{caveat} (compared: {', '.join(compared)}; "
+            "section \"Verdicts on other CPU kernels\").")
 
 
 def _same_kernels(records: list[VerdictRecord], hardware: list[str]) -> str | None:
