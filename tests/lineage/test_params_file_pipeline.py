@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ci_runs import copy_run, shared_once
 from conftest import copy_project
 
 from dssl.config.params import read_params
@@ -57,9 +58,9 @@ def snapshot(root: Path) -> dict[str, str]:
             and not any(p.relative_to(root).is_relative_to(b) for b in BESIDE)}
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    root = copy_project(tmp_path_factory.mktemp("params-file"))  # params.yaml: the embedded default
+def record(root: Path) -> tuple[Path, dict[str, str]]:
+    """configs/ci.yaml run by Snakemake in its pipeline folder of a fresh project, then recorded by DVC."""
+    copy_project(root)  # params.yaml: the embedded default
     run(["git", "add", "-A"], root)
     run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "project"], root)
     before = snapshot(root)
@@ -72,6 +73,13 @@ def recorded(tmp_path_factory) -> tuple[Path, dict[str, str]]:
         run(["dssl", "warm", "stop"], root)
     run(["dvc", "commit", "-f", "-R", str(FOLDER)], root)
     return root, before
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """One run for the whole session, shared by the xdist workers (a module fixture would run once per
+    worker); the tests only read it."""
+    return shared_once(tmp_path_factory, "params-file-run", record)
 
 
 def test_the_run_and_its_records_stay_in_the_pipeline_folder(recorded) -> None:
@@ -120,7 +128,7 @@ def test_lineage_names_the_params_file(recorded) -> None:
 
 
 def test_a_second_params_file_of_the_same_profile_is_refused(recorded, tmp_path: Path) -> None:
-    root, _ = recorded
+    root = copy_run(recorded[0], tmp_path / "project")  # it writes a params file: not into the shared run
     twin = root / "configs" / "ci-twin.yaml"
     twin.write_text((root / "configs/ci.yaml").read_text().replace("seeds: [0, 1]", "seeds: [0]"))
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
