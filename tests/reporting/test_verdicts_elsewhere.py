@@ -16,7 +16,7 @@ from dssl.reporting.claims import Finding
 from dssl.reporting.readme import _fragile_sentence, claims_forest, other_kernels, render_readme
 from dssl.reporting.sections import ReportContext, SectionOutput
 from dssl.reporting.stats import Interval
-from dssl.reporting.verdicts import NOT_CHECKED, VerdictRecord, fragile_keys, verdicts_elsewhere
+from dssl.reporting.verdicts import NOT_CHECKED, VerdictRecord, disagreeing_records, fragile_keys, verdicts_elsewhere
 
 DROP = "non-IID pretraining lowers accuracy (paper A, Table 1)"
 
@@ -42,6 +42,15 @@ def test_a_claim_is_fragile_where_a_comparable_run_gave_another_verdict() -> Non
     assert list(table["avx2-kernels"]) == ["supported", "supported", NOT_CHECKED]
     assert list(table["fragile"]) == [False, True, False]
     assert fragile_keys(table) == {("table1", DROP, "c vs b")}
+
+
+def test_the_records_that_disagree_are_the_comparable_ones_with_another_verdict() -> None:
+    agrees = record("avx512-kernels", {"a vs b": "supported", "c vs b": "inconclusive"})   # d vs e not checked
+    differs = record("avx2-pinned", {"a vs b": "supported", "c vs b": "supported", "d vs e": "untestable"})
+    stale = record("avx2-kernels", {"a vs b": "contradicted"}, comparable=False)
+    records = [agrees, differs, stale]
+    assert disagreeing_records(verdicts_elsewhere(FINDINGS, records), records) == ["avx2-pinned"]
+    assert disagreeing_records(verdicts_elsewhere(FINDINGS, [agrees, stale]), [agrees, stale]) == []
 
 
 def test_a_run_with_other_params_or_code_is_shown_but_marks_nothing() -> None:
@@ -133,6 +142,6 @@ def test_the_report_says_when_no_record_ran_other_kernels_than_this_build() -> N
     assert "ran the same CPU kernels as this build (AVX2)" in text(pinned, "AMD EPYC (AVX2), torch 2.14.1")
     stale = VerdictRecord("stale", same.source, same.claims, False)   # compares nothing: says nothing of kinds
     assert "ran the same CPU kernels" not in text(stale, "AMD EPYC (AVX2), torch 2.14.1")
-    sentence = _fragile_sentence(FINDINGS, set(), [same], ["AMD EPYC (AVX2), torch 2.14.1"])
+    sentence = _fragile_sentence(FINDINGS, verdicts_elsewhere(FINDINGS, [same]), [same], ["AMD EPYC (AVX2), torch 2.14.1"])
     assert "**0 of 3 claims are fragile**: every run with the same params and code gave the same verdicts" in sentence
     assert "same CPU kernels as this build (AVX2)" in sentence

@@ -19,7 +19,8 @@ from dssl.reporting.claims import ALL_VERDICTS, UNTESTABLE, Finding, gate_failur
 from dssl.reporting.results import load_graph_stats, load_results, load_weight_distances
 from dssl.reporting.sections import FIGURES, FOLDER, ReportContext, SectionOutput, create_section
 from dssl.reporting.tables import dataset_name, load_paper_numbers, markdown_table
-from dssl.reporting.verdicts import NOT_CHECKED, VerdictRecord, fragile_keys, is_fragile, kernel_kinds, verdicts_elsewhere
+from dssl.reporting.verdicts import (VerdictRecord, disagreeing_records, fragile_keys, is_fragile, kernel_kinds,
+                                     verdicts_elsewhere)
 
 TITLE = "# Distributed SSL under non-IID data: the papers' tables and figures at this build's scale"
 SCALE_NOTE = (
@@ -64,7 +65,7 @@ def render_readme(ctx: ReportContext, outputs: list[SectionOutput],
     findings = [f for out in outputs for f in out.findings]
     elsewhere = verdicts_elsewhere(checked_claims(findings), list(records)) if records else None
     fragile = fragile_keys(elsewhere) if elsewhere is not None else set()
-    parts = [TITLE, summary(ctx, findings, fragile, records), verdicts_per_claim(findings, fragile),
+    parts = [TITLE, summary(ctx, findings, elsewhere, records), verdicts_per_claim(findings, fragile),
              other_kernels(elsewhere, records, _hardware(ctx)), contents(outputs, bool(records)),
              settings_list(ctx.settings),
              claims_summary(findings, fragile)]
@@ -72,16 +73,17 @@ def render_readme(ctx: ReportContext, outputs: list[SectionOutput],
     return "\n\n".join(p for p in parts if p).rstrip() + "\n"
 
 
-def summary(ctx: ReportContext, findings: list[Finding], fragile: set = frozenset(),
+def summary(ctx: ReportContext, findings: list[Finding], elsewhere: pd.DataFrame | None = None,
             records: list[VerdictRecord] = ()) -> str:
-    """What ran, the verdict counts and the claims overview figure: the report's first screen."""
+    """What ran, the verdict counts and the claims overview figure: the report's first screen
+    (``elsewhere``: :func:`verdicts_elsewhere` of ``records``, None without records)."""
     claims, preconditions = checked_claims(findings), [f for f in findings if f.section == PRECONDITION]
     lines = [SUMMARY_TITLE, what_ran(ctx)]
     if claims:
         counts = pd.Series([f.verdict for f in claims]).value_counts()
         lines.append(f"**{len(claims)} claims of the papers checked: " + ", ".join(
             f"{int(counts.get(v, 0))} {v}" for v in ALL_VERDICTS) + ".**" + _gate_sentence(preconditions)
-            + _fragile_sentence(claims, fragile, records, _hardware(ctx)))
+            + _fragile_sentence(claims, elsewhere, records, _hardware(ctx)))
         lines.append(f"![Every checked claim: paired difference with its 95 % interval, coloured by verdict]"
                      f"({FIGURES}/{CLAIMS_FIGURE})")
     else:
@@ -90,20 +92,20 @@ def summary(ctx: ReportContext, findings: list[Finding], fragile: set = frozense
     return "\n\n".join(lines)
 
 
-def _fragile_sentence(claims: list[Finding], fragile: set, records: list[VerdictRecord], hardware: list[str]) -> str:
-    if not records:
+def _fragile_sentence(claims: list[Finding], elsewhere: pd.DataFrame | None, records: list[VerdictRecord],
+                      hardware: list[str]) -> str:
+    if not records or elsewhere is None:
         return ""
     compared = [r.label for r in records if r.comparable]
     if not compared:
         return (f" The verdicts recorded on other CPU kernels ({', '.join(r.label for r in records)}) come from other "
                 "params or code than this build: no claim is marked fragile (section \"Verdicts on other CPU kernels\").")
+    fragile = fragile_keys(elsewhere)
     count = sum(is_fragile(f, fragile) for f in claims)
     same = _same_kernels(records, hardware)
     caveat = (f"; every compared run used the same CPU kernels as this build ({same}): no other kind is compared yet"
               if same else "")
-    table = verdicts_elsewhere(claims, [r for r in records if r.comparable])
-    differ = [label for label in compared
-              if ((table[label] != NOT_CHECKED) & (table[label] != table["verdict"])).any()]
+    differ = disagreeing_records(elsewhere, records)
     found = (f"{', '.join(differ)} gave another verdict with the same params and code" if differ else
              "every run with the same params and code gave the same verdicts")
     return (f" **{count} of {len(claims)} claims are {FRAGILE}**: {found}{caveat} (compared: {', '.join(compared)}; "

@@ -72,10 +72,22 @@ def verdicts_elsewhere(findings: list[Finding], records: list[VerdictRecord]) ->
     for f in findings:
         key = _key(f.section, f.claim, f.cells)
         there = {r.label: elsewhere[r.label].get(key, NOT_CHECKED) for r in records}
-        fragile = any(r.comparable and there[r.label] not in (f.verdict, NOT_CHECKED) for r in records)
+        fragile = any(r.comparable and _disagrees(there[r.label], f.verdict) for r in records)
         rows.append({"section": f.section, "claim": f.claim, "subject": f.subject, "cells": f.cells,
                      "verdict": f.verdict, **there, "fragile": fragile})
     return pd.DataFrame(rows, columns=[*KEY[:2], "subject", "cells", "verdict", *(r.label for r in records), "fragile"])
+
+
+def _disagrees(there: str, here: str) -> bool:
+    """A record's verdict disagrees with this build's: it checked the claim and found otherwise."""
+    return there not in (here, NOT_CHECKED)
+
+
+def disagreeing_records(table: pd.DataFrame, records: list[VerdictRecord]) -> list[str]:
+    """The labels of the comparable records that give another verdict on at least one row of
+    :func:`verdicts_elsewhere`'s ``table``."""
+    return [r.label for r in records if r.comparable and r.label in table
+            and any(_disagrees(there, here) for there, here in zip(table[r.label], table["verdict"]))]
 
 
 def fragile_keys(table: pd.DataFrame) -> set[tuple[str, str, str]]:
