@@ -1,5 +1,6 @@
 """A grid's own seeds: which cells run them, how they are validated, which stages read them, what the plan
-counts. The default gives Table 1's SimSiam + CNN five seeds (pretrain.fl.grids.table1-simsiam)."""
+counts. The default gives Table 1's SimSiam + CNN ten seeds (pretrain.fl.grids.table1-simsiam) and its
+shallow tables two (pretrain.fl.grids.table8 and the grids that alias its list)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from dssl.config.params import read_params, validate
 from dssl.pipeline.catalogue import instances
 
 REPO = Path(__file__).resolve().parents[2]
-FIVE = "pretrain.fl.grids.table1-simsiam.seeds"
+TEN = "pretrain.fl.grids.table1-simsiam.seeds"
+SHALLOW = "pretrain.fl.grids.table8.seeds"
 SIMSIAM_120 = ("simsiam-cnn", "fl-label", "fedavg-r120")
 
 
@@ -26,9 +28,13 @@ def problems_of(params: dict) -> dict[str, str]:
 
 
 def test_a_grid_with_its_own_seeds_gives_them_to_its_cells_only(good: dict) -> None:
-    assert good["pretrain"]["fl"]["grids"]["table1-simsiam"]["seeds"] == [0, 1, 2, 3, 4]
-    assert seeds_key(good, "fl", SIMSIAM_120) == FIVE
-    assert cell_seeds(good, "fl", SIMSIAM_120) == [0, 1, 2, 3, 4]
+    assert good["pretrain"]["fl"]["grids"]["table1-simsiam"]["seeds"] == list(range(10))
+    assert seeds_key(good, "fl", SIMSIAM_120) == TEN
+    assert cell_seeds(good, "fl", SIMSIAM_120) == list(range(10))
+    assert seeds_key(good, "fl", ("mae-vit", "fl-label", "fedmar-r10")) == SHALLOW   # Tables 2 and 8 share it
+    assert cell_seeds(good, "fl", ("byol-cnn", "fl-2class", "fedssl")) == [0, 1]
+    assert cell_seeds(good, "decl", ("mae-cnn", "general-5", "decl-mh")) == [0, 1]
+    assert cell_seeds(good, "local", ("byol-cnn", "fl-2class")) == [0, 1]
     assert seeds_key(good, "fl", ("mae-cnn", "fl-label", "fedavg")) == "seeds"
     assert cell_seeds(good, "fl", ("simsiam-cnn", "fl-label", "fedavg")) == good["seeds"] == [0, 1, 2]
     assert cell_seeds(good, "local", ("simsiam-cnn", "fl-label")) == [0, 1, 2]
@@ -36,8 +42,8 @@ def test_a_grid_with_its_own_seeds_gives_them_to_its_cells_only(good: dict) -> N
 
 
 def test_the_random_init_reference_runs_every_seed_of_its_backbones_cells(good: dict) -> None:
-    assert reference_seeds(good, "cnn_small") == [0, 1, 2, 3, 4]
-    assert reference_seeds(good, "vit_small") == [0, 1, 2]
+    assert reference_seeds(good, "cnn_small") == list(range(10))
+    assert reference_seeds(good, "vit_small") == [0, 1, 2]   # its 2-seed cells' seeds are among the 3
 
 
 def test_the_weight_distance_pairs_on_the_seeds_both_cells_train(good: dict) -> None:
@@ -53,9 +59,9 @@ def test_each_stage_depends_on_the_key_that_declares_its_seeds(good: dict) -> No
     stages = {stage.name: stage for stage in instances(good)}
     for kind in ("pretrain_fl", "evaluate_fl"):
         own = stages[f"{kind}@simsiam-cnn-fl-label-fedavg-r120"].params_keys
-        assert FIVE in own and "seeds" not in own
+        assert TEN in own and "seeds" not in own
         assert "seeds" in stages[f"{kind}@mae-cnn-fl-label-fedavg"].params_keys
-    assert {"seeds", FIVE} <= set(stages["evaluate_random@cnn_small"].params_keys)
+    assert {"seeds", TEN} <= set(stages["evaluate_random@cnn_small"].params_keys)
     assert "seeds" in stages["weight_distance@simsiam-cnn-fl-label-fedavg"].params_keys
 
 
@@ -63,12 +69,12 @@ def test_grid_seeds_are_checked_and_a_shared_cell_runs_one_list(good: dict) -> N
     grids = good["pretrain"]["fl"]["grids"]
     grids["table1-simsiam"]["seeds"] = [0, 0, -1]
     problems = problems_of(good)
-    assert problems[FIVE] == "holds a seed twice"
-    assert problems[f"{FIVE}[2]"] == "must be an integer >= 0, got -1"
+    assert problems[TEN] == "holds a seed twice"
+    assert problems[f"{TEN}[2]"] == "must be an integer >= 0, got -1"
     grids["table1-simsiam"]["seeds"] = [0, 1, 2, 3, 4]
     grids["again"] = {"models": ["simsiam-cnn"], "partitions": ["fl-label"], "strategies": ["fedavg-r120"]}
     message = problems_of(good)["seeds"]   # reported at the key that differs from the first grid's
-    assert message == (f"cell simsiam-cnn / fl-label / fedavg-r120 is in grids with different seeds ({FIVE}: "
+    assert message == (f"cell simsiam-cnn / fl-label / fedavg-r120 is in grids with different seeds ({TEN}: "
                        "[0, 1, 2, 3, 4]; seeds: [0, 1, 2])")
     grids["again"]["seeds"] = [4, 3, 2, 1, 0]   # the same list in another order is the same seeds
     assert problems_of(good) == {}
@@ -82,8 +88,8 @@ def test_fig3_shows_a_seed_that_its_cells_train(good: dict) -> None:
 
 
 def test_the_plan_counts_each_cell_s_own_seeds(good: dict) -> None:
-    """On the IID split every client takes the same steps a round, so a 120-round cell of 5 seeds trains
-    exactly 600/180 the images of a 60-round cell of 3."""
+    """On the IID split every client takes the same steps a round, so a 120-round cell of 10 seeds trains
+    exactly 1200/180 the images of a 60-round cell of 3."""
     from dssl.planning.workload import Workload
 
     workload = Workload(good, REPO)
@@ -91,6 +97,6 @@ def test_the_plan_counts_each_cell_s_own_seeds(good: dict) -> None:
              if stage.name in ("pretrain_fl@simsiam-cnn-fl-iid-fedavg-r120", "pretrain_fl@mae-cnn-fl-iid-fedavg",
                                "evaluate_random@cnn_small", "evaluate_random@vit_small")}
     long, short = costs["pretrain_fl@simsiam-cnn-fl-iid-fedavg-r120"], costs["pretrain_fl@mae-cnn-fl-iid-fedavg"]
-    assert long.images_trained * 180 == short.images_trained * 600
+    assert long.images_trained * 180 == short.images_trained * 1200
     cnn, vit = costs["evaluate_random@cnn_small"], costs["evaluate_random@vit_small"]
-    assert cnn.images_forward * 3 == vit.images_forward * 5   # same protocols and data, 5 seeds against 3
+    assert cnn.images_forward * 3 == vit.images_forward * 10   # same protocols and data, 10 seeds against 3

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from dssl.config.checker import Checker
-from dssl.reporting.readme import what_ran, write_report
+from dssl.reporting.readme import _seeds_text, what_ran, write_report
 from dssl.reporting.results import load_results
 from dssl.reporting.sections import SECTIONS, ReportContext, check_report_params, create_section
 from dssl.reporting.tables import load_paper_numbers
@@ -278,3 +278,11 @@ def test_table1_puts_paper_as_iid_dirichlet_in_the_iid_column() -> None:
 
     assert partition_setting("dirichlet_balanced", 1e5) == IID == partition_setting("iid", float("nan"))
     assert partition_setting("dirichlet_balanced", 0.1) == LABEL
+
+
+def test_the_opening_names_every_per_cell_seed_count() -> None:
+    """Three counts (shallow tables 2, the default 3, Table 1's SimSiam + CNN 10) read as a list."""
+    rows = [{"stage": stage, "dataset": "digits", "protocol": "knn", "seed": seed}
+            for stage, seeds in (("shallow", 2), ("default", 3), ("deep", 10)) for seed in range(seeds)]
+    ctx = ReportContext(results=pd.DataFrame(rows), profile="embedded", dataset="digits", paper={})
+    assert _seeds_text(ctx) == "seeds 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 (2, 3 or 10 per cell)"

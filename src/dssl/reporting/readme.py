@@ -131,13 +131,14 @@ def _gate_sentence(preconditions: list[Finding]) -> str:
 
 
 def _seeds_text(ctx: ReportContext) -> str:
-    """"seeds 0, 1, 2", or, where grids give some cells more, "seeds 0, 1, 2, 3, 4 (3 or 5 per cell)"."""
+    """"seeds 0, 1, 2", or, where grids give cells their own, "seeds 0, 1, 2, 3, 4 (2, 3 or 5 per cell)"."""
     if not ctx.seeds:
         return "no seeds"
     text = f"seeds {', '.join(str(s) for s in ctx.seeds)}"
     per_cell = sorted(set(ctx.results.groupby(["stage", "dataset", "protocol"], dropna=False)["seed"].nunique()))
     if len(per_cell) > 1:
-        text += f" ({' or '.join(map(str, per_cell))} per cell)"
+        counts = [str(count) for count in per_cell]
+        text += f" ({', '.join(counts[:-1])} or {counts[-1]} per cell)"
     return text
 
 
