@@ -57,6 +57,22 @@ def test_an_accelerator_runs_one_task_at_a_time_named_or_as_a_device(monkeypatch
         assert worker_count(3, torch.device(device)) == expected   # the stages pass either form
 
 
+@pytest.mark.parametrize("tasks, cores, expected", [(10, 2, 2), (50, 2, 2), (4, 2, 2), (5, 2, 2), (3, 2, 3),
+                                                    (2, 2, 2), (1, 2, 1), (7, 4, 7), (8, 4, 4), (9, 4, 4)])
+def test_one_worker_per_core_unless_a_short_remainder_would_leave_a_core_idle(tasks, cores, expected):
+    from dssl.pipeline.workers import pool_size
+
+    assert pool_size(tasks, cores) == expected
+
+
+def test_a_stage_on_the_cpu_starts_one_worker_per_core_for_many_tasks(monkeypatch):
+    monkeypatch.delenv("DSSL_WORKERS", raising=False)
+    monkeypatch.delenv("DSSL_ENGINE", raising=False)
+    monkeypatch.delenv("DSSL_CLIENT_WORKERS", raising=False)
+    monkeypatch.setattr("dssl.pipeline.workers.available_cores", lambda: 2)
+    assert [worker_count(n, "cpu") for n in (1, 2, 3, 10, 50)] == [1, 2, 3, 2, 2]
+
+
 def test_a_failing_task_ends_the_stage_and_its_workers():
     """With the stop-request handlers installed (as every `dssl <kind>` does), a task that fails ends the
     stage while other workers are busy: workers inherit the handlers, so ending them with SIGTERM

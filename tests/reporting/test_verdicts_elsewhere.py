@@ -142,6 +142,7 @@ def test_the_report_says_when_no_record_ran_other_kernels_than_this_build() -> N
     assert "ran the same CPU kernels as this build (AVX2)" in text(pinned, "AMD EPYC (AVX2), torch 2.14.1")
     stale = VerdictRecord("stale", same.source, same.claims, False)   # compares nothing: says nothing of kinds
     assert "ran the same CPU kernels" not in text(stale, "AMD EPYC (AVX2), torch 2.14.1")
-    sentence = _fragile_sentence(FINDINGS, verdicts_elsewhere(FINDINGS, [same]), [same], ["AMD EPYC (AVX2), torch 2.14.1"])
+    elsewhere = verdicts_elsewhere(FINDINGS, [same])
+    sentence = _fragile_sentence(FINDINGS, elsewhere, [same], ["AMD EPYC (AVX2), torch 2.14.1"], fragile_keys(elsewhere))
     assert "**0 of 3 claims are fragile**: every run with the same params and code gave the same verdicts" in sentence
     assert "same CPU kernels as this build (AVX2)" in sentence

@@ -59,13 +59,23 @@ def checked_claims(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.section != PRECONDITION]
 
 
-def render_readme(ctx: ReportContext, outputs: list[SectionOutput],
-                  records: list[VerdictRecord] = ()) -> str:
-    """The text of reports/README.md from rendered sections and the verdict records of other runs."""
+def compare_elsewhere(findings: list[Finding], records: list[VerdictRecord]
+                      ) -> tuple[pd.DataFrame | None, set[tuple[str, str, str]]]:
+    """The claims' verdicts beside those of ``records`` (:func:`verdicts_elsewhere`; None without
+    records) and the keys of the fragile ones."""
+    if not records:
+        return None, set()
+    elsewhere = verdicts_elsewhere(checked_claims(findings), list(records))
+    return elsewhere, fragile_keys(elsewhere)
+
+
+def render_readme(ctx: ReportContext, outputs: list[SectionOutput], records: list[VerdictRecord] = (),
+                  compared: tuple[pd.DataFrame | None, set] | None = None) -> str:
+    """The text of reports/README.md from rendered sections and the verdict records of other runs
+    (``compared``: :func:`compare_elsewhere` of them, when the caller has it already)."""
     findings = [f for out in outputs for f in out.findings]
-    elsewhere = verdicts_elsewhere(checked_claims(findings), list(records)) if records else None
-    fragile = fragile_keys(elsewhere) if elsewhere is not None else set()
-    parts = [TITLE, summary(ctx, findings, elsewhere, records), verdicts_per_claim(findings, fragile),
+    elsewhere, fragile = compared if compared is not None else compare_elsewhere(findings, list(records))
+    parts = [TITLE, summary(ctx, findings, elsewhere, records, fragile), verdicts_per_claim(findings, fragile),
              other_kernels(elsewhere, records, _hardware(ctx)), contents(outputs, bool(records)),
              settings_list(ctx.settings),
              claims_summary(findings, fragile)]
@@ -74,16 +84,16 @@ def render_readme(ctx: ReportContext, outputs: list[SectionOutput],
 
 
 def summary(ctx: ReportContext, findings: list[Finding], elsewhere: pd.DataFrame | None = None,
-            records: list[VerdictRecord] = ()) -> str:
+            records: list[VerdictRecord] = (), fragile: set[tuple[str, str, str]] = frozenset()) -> str:
     """What ran, the verdict counts and the claims overview figure: the report's first screen
-    (``elsewhere``: :func:`verdicts_elsewhere` of ``records``, None without records)."""
+    (``elsewhere``, ``fragile``: :func:`compare_elsewhere` of ``records``)."""
     claims, preconditions = checked_claims(findings), [f for f in findings if f.section == PRECONDITION]
     lines = [SUMMARY_TITLE, what_ran(ctx)]
     if claims:
         counts = pd.Series([f.verdict for f in claims]).value_counts()
         lines.append(f"**{len(claims)} claims of the papers checked: " + ", ".join(
             f"{int(counts.get(v, 0))} {v}" for v in ALL_VERDICTS) + ".**" + _gate_sentence(preconditions)
-            + _fragile_sentence(claims, elsewhere, records, _hardware(ctx)))
+            + _fragile_sentence(claims, elsewhere, records, _hardware(ctx), fragile))
         lines.append(f"![Every checked claim: paired difference with its 95 % interval, coloured by verdict]"
                      f"({FIGURES}/{CLAIMS_FIGURE})")
     else:
@@ -93,14 +103,13 @@ def summary(ctx: ReportContext, findings: list[Finding], elsewhere: pd.DataFrame
 
 
 def _fragile_sentence(claims: list[Finding], elsewhere: pd.DataFrame | None, records: list[VerdictRecord],
-                      hardware: list[str]) -> str:
+                      hardware: list[str], fragile: set[tuple[str, str, str]]) -> str:
     if not records or elsewhere is None:
         return ""
     compared = [r.label for r in records if r.comparable]
     if not compared:
         return (f" The verdicts recorded on other CPU kernels ({', '.join(r.label for r in records)}) come from other "
                 "params or code than this build: no claim is marked fragile (section \"Verdicts on other CPU kernels\").")
-    fragile = fragile_keys(elsewhere)
     count = sum(is_fragile(f, fragile) for f in claims)
     same = _same_kernels(records, hardware)
     caveat = (f"; every compared run used the same CPU kernels as this build ({same}): no other kind is compared yet"
@@ -323,10 +332,8 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
     written["claims.csv"] = _write_csv(findings_frame(outputs), folder / "claims.csv")
     records = list(context.get("verdict_records") or [])
     findings = [f for out in outputs for f in out.findings]
-    fragile: set = set()
-    if records:
-        elsewhere = verdicts_elsewhere(checked_claims(findings), records)
-        fragile = fragile_keys(elsewhere)
+    elsewhere, fragile = compared = compare_elsewhere(findings, records)
+    if elsewhere is not None:
         written["verdicts_elsewhere.csv"] = _write_csv(elsewhere, folder / "verdicts_elsewhere.csv")
     forest_rows = claims_forest(findings, fragile)
     if not forest_rows.empty:
@@ -335,7 +342,7 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
         written[CLAIMS_FIGURE] = forest(forest_rows, figures / CLAIMS_FIGURE,
                                         "Every checked claim of the papers (grouped by claim)", FOREST_X_LABEL,
                                         ctx.note("each claim's protocol: see its cells in the claims table"))
-    text = render_readme(ctx, outputs, records)
+    text = render_readme(ctx, outputs, records, compared)
     written["readme"] = out_dir / "README.md"
     written["readme"].write_text(text)
     from dssl.reporting.html import render_html
