@@ -11,7 +11,7 @@ setup: $(VENV)/.installed
 
 # requirements.lock pins every package the numbers were produced with; the package itself is editable.
 # pip byte-compiles one file at a time; compileall on every core does the same work in less time (on a
-# 2-core EPYC 149 s against 168 s for the two steps, docs/reproducibility.md). Like pip, it leaves a file
+# 2-core EPYC 0.82 times the wall time, the same CPU time: docs/reproducibility.md). Like pip, it leaves a file
 # this Python cannot compile (torch ships one for Python 3.12) to fail only if it is ever imported.
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
