@@ -11,13 +11,13 @@ setup: $(VENV)/.installed
 
 # requirements.lock pins every package the numbers were produced with; the package itself is editable.
 # pip byte-compiles one file at a time; compileall on every core does the same work in less time (on a
-# 2-core EPYC 0.82 times the wall time, the same CPU time: docs/reproducibility.md). Like pip, it leaves a file
-# this Python cannot compile (torch ships one for Python 3.12) to fail only if it is ever imported.
+# 2-core EPYC 0.82 times the wall time, the same CPU time: docs/reproducibility.md). Like pip, it leaves
+# a file this Python cannot compile (torch ships one for Python 3.12) to fail only if it is imported.
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --no-compile -r requirements.lock
-	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') > /dev/null || true
+	$(BIN)/python -m compileall -q -j 0 $(VENV)/lib > /dev/null || true
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
