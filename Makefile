@@ -26,11 +26,12 @@ validate: setup
 
 # `dag write` validates params.yaml and renders dvc.yaml from the stage catalogue (a no-op when the
 # grid is unchanged). The warm stage server pays torch/MLflow imports once (every stage still runs in
-# its own process); while it starts, the tracking store is created.
+# its own process); while it starts, the tracking store is created. `dssl repro` is `dvc repro` with
+# one stage per core at a time (the same stages run and the same dvc.lock files; `dvc repro` still works).
 repro: setup
 	dssl dag write --params params.yaml
 	dssl warm start --params params.yaml
-	dvc repro; status=$$?; dssl warm stop; exit $$status
+	dssl repro --params params.yaml; status=$$?; dssl warm stop; exit $$status
 
 # The same with Snakemake, then DVC records what it produced. Another params file runs in its own
 # pipeline folder, runs/<profile>/ (docs/cluster.md), e.g. on a SLURM cluster:

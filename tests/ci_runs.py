@@ -6,12 +6,13 @@ pytest-xdist the other workers wait for it: a file lock in the session's shared 
 result pickled beside it), and is read-only to the tests; a test that changes a project works on a copy
 (``copy_run``):
 
-- ``ci_dvc_run``: `dvc repro` through the warm stage server, as `make repro` runs it, with the project's
-  own SQLite tracking store, committed to git (the end-to-end and lineage tests);
+- ``ci_dvc_run``: `dssl repro` (DVC's reproduce, 2 stages at once) through the warm stage server, as
+  `make repro` runs it, with the project's own SQLite tracking store, committed to git (the end-to-end
+  and lineage tests);
 - ``ci_local_run``: Snakemake with 2 parallel jobs, each FL / DecL round's clients trained in 2 worker
   processes, every stage in its own process as on a cluster node, logging to a real tracking server
   (`dssl tracking serve`: PostgreSQL + artifact folder), then recorded by DVC and committed (the cluster
-  tests' reference, and the proof that Snakemake gives `dvc repro`'s bits).
+  tests' reference, and the proof that Snakemake gives the bits of DVC's reproduce).
 """
 
 from __future__ import annotations
@@ -139,14 +140,14 @@ def make_local_run(root: Path) -> LocalRun:
 
 
 def make_dvc_run(root: Path) -> Path:
-    """The CI profile by `dvc repro` through the warm stage server, committed to git."""
+    """The CI profile by `dssl repro --jobs 2` through the warm stage server, committed to git."""
     copy_project(root, "configs/ci.yaml")
     run(["dssl", "warm", "start"], root, warm_env())
     try:
-        run(["dvc", "repro"], root, warm_env())
+        run(["dssl", "repro", "--jobs", "2"], root, warm_env())
     finally:
         run(["dssl", "warm", "stop"], root, warm_env())
-    git_commit(root, "CI profile run by dvc repro")
+    git_commit(root, "CI profile run by dssl repro")
     return root
 
 
@@ -210,7 +211,7 @@ def ci_local_run(tmp_path_factory) -> LocalRun:
 
 @pytest.fixture(scope="session")
 def ci_dvc_run(tmp_path_factory) -> Path:
-    """The CI profile by `dvc repro`, run once per test session (read-only: change a ``copy_run``)."""
+    """The CI profile by `dssl repro`, run once per test session (read-only: change a ``copy_run``)."""
     return shared_once(tmp_path_factory, "ci-dvc-run", make_dvc_run)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
@@ -219,6 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument("--params", type=Path, help="with start: also create the tracking store (as 'tracking init')")
     warm.set_defaults(func=_cmd_warm)
 
+    repro = sub.add_parser("repro", help="what `dvc repro` does, with independent stages at the same time "
+                                         "(what `make repro` runs)")
+    repro.add_argument("--params", type=Path, default=Path("params.yaml"),
+                       help="the params file whose pipeline to reproduce (its dvc.yaml files: `dssl dag write`)")
+    repro.add_argument("--jobs", "-j", type=int, default=None,
+                       help="stages at once, one core each (default: every core this process may use)")
+    repro.set_defaults(func=_cmd_repro)
+
     readme = sub.add_parser("readme", help="README.md's expected results from the generated report")
     readme.add_argument("action", choices=["sync"])
     readme.add_argument("--check", action="store_true", help="exit 1 if README.md differs, change nothing")
@@ -324,6 +333,33 @@ def _cmd_warm(args: argparse.Namespace) -> int:
         print(f"warm stage server started (pid {warm.wait_ready(root, process)})")
     else:
         print("warm stage server stopped" if warm.stop(root) else "no warm stage server was running")
+    return 0
+
+
+def _cmd_repro(args: argparse.Namespace) -> int:
+    from dssl.pipeline.dvcfile import Pipeline
+    from dssl.pipeline.layout import project_folder
+    from dssl.pipeline.repro import ReproError, reproduce, stage_sizes
+    from dssl.pipeline.validate import load_params_fully
+    from dssl.pipeline.workers import available_cores
+
+    if args.jobs is not None and args.jobs < 1:
+        print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    root = project_folder()
+    params = load_params_fully(args.params)
+    pipeline_file = Pipeline.of(params, root, args.params.resolve()).path("dvc.yaml")
+    if not (root / pipeline_file).is_file():
+        print(f"error: {pipeline_file} does not exist: run `dssl dag write --params {args.params}` first",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    started = time.monotonic()
+    try:
+        ran = reproduce(root, [pipeline_file], args.jobs or available_cores(), stage_sizes(params))
+    except ReproError as err:
+        print(f"ERROR: {err}", file=sys.stderr)
+        return 1
+    print(f"{ran} stages ran in {time.monotonic() - started:.0f} s" if ran else "Data and pipelines are up to date.")
     return 0
 
 

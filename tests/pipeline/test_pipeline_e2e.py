@@ -1,6 +1,6 @@
-"""End to end on the CI profile (the whole DAG at tiny sizes, 2 seeds): `dvc repro` runs every stage
-offline, logs one MLflow run per seed, writes the report from the measured results, re-runs nothing the
-second time, only what a params change touches, and after a code edit exactly the stages whose import
+"""End to end on the CI profile (the whole DAG at tiny sizes, 2 seeds): `dssl repro` (DVC's reproduce,
+2 stages at once) runs every stage offline, logs one MLflow run per seed, writes the report from the
+measured results, leaves DVC nothing to re-run, re-runs only what a params change touches, and after a code edit exactly the stages whose import
 closure holds the edited module; Snakemake, with client workers, produces byte-identical data outputs
 and the same metrics, which `dvc commit -f` accepts. Both runs are the session's shared ones
 (``ci_runs``); the edits happen on a copy."""
@@ -155,7 +155,7 @@ def test_dvc_repro_runs_every_stage_then_only_what_changed(ci_dvc_run: Path, tmp
     params = yaml.safe_load((dvc_root / "params.yaml").read_text())
     original_params = (dvc_root / "params.yaml").read_text()
 
-    # 1. every stage ran (through the warm stage server, as `make repro` does) and wrote its outputs
+    # 1. every stage ran (`dssl repro` through the warm stage server, as `make repro` does) and wrote its outputs
     outputs = foundation_outputs(dvc_root, params)
     assert all(p.is_file() for p in outputs), [str(p) for p in outputs if not p.is_file()]
     dag, _ = dvc_stages(dvc_root)
@@ -166,7 +166,7 @@ def test_dvc_repro_runs_every_stage_then_only_what_changed(ci_dvc_run: Path, tmp
     check_results_and_table(dvc_root, params)
     check_report_pages(dvc_root, params)
 
-    # 2. a second repro does nothing
+    # 2. DVC itself finds every stage recorded: its own repro does nothing
     again = run(["dvc", "repro"], dvc_root)
     assert "Running stage" not in again
     assert dvc_status(dvc_root) == set()
@@ -189,7 +189,7 @@ def test_dvc_repro_runs_every_stage_then_only_what_changed(ci_dvc_run: Path, tmp
     # DVC reports the first changed stage, and the report, which prints the partitions' settings
     assert dvc_status(dvc_root) == {"partitions", "report"}
     before = (dvc_root / "data/partitions/decl-label/partition.json").read_bytes()
-    rerun = run(["dvc", "repro"], dvc_root)
+    rerun = run(["dssl", "repro", "--jobs", "2"], dvc_root)
     # a stage of a kind file runs as 'pipelines/<kind>/<model>/dvc.yaml:<stage>'
     ran = {line.split("'")[1].rpartition(":")[2] for line in rerun.splitlines() if line.startswith("Running stage")}
     assert "partitions" in ran and "pretrain_decl@mae-vit-uniform-3-decl-uniform" in ran

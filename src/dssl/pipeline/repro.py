@@ -1,0 +1,237 @@
+"""``dssl repro``: what ``dvc repro`` does, with independent stages running at the same time.
+
+``dvc repro`` runs one stage after another. Measured on a 2-core EPYC, the embedded default's 129
+stages kept the two cores busy 90 % of the time: light stages (code, partitions, features, report), the
+start and the MLflow logging of every stage, and DVC's own bookkeeping between stages ran on one core
+while the other waited (docs/reproducibility.md).
+
+DVC's, unchanged: which stages are considered (DVC's plan for the pipeline file, ``plan_repro``); that a
+stage runs only if DVC finds it changed, checked once every stage it reads from is done (as ``dvc repro``
+checks); the run cache; and what is recorded: a finished stage is saved, committed to the cache and
+written to its dvc.lock before any stage that reads it starts, and git stages the lock files as
+``dvc repro`` would (``core.autostage``).
+
+New: up to ``jobs`` stage commands run at once. A thread per running stage only waits for its process;
+every DVC call stays in the main thread, which holds the repository lock from start to end (no other
+DVC command can change the workspace meanwhile).
+
+Results do not depend on it: every task of a stage uses exactly one thread (``dssl.pipeline.workers``),
+so a stage gives the same bits however many stages run beside it and however many worker processes it
+has. Each stage gets one slot and trains its seeds one after another (``DSSL_WORKERS=1``), as under
+Snakemake; when more slots are free than stages are ready (the start and the end of a run), the stage
+started gets the spare slots as worker processes, so no core waits. Ready stages start longest first,
+by an estimate from the params (``estimated_cost``), so that a long stage does not start last.
+
+A failing stage: no new stage starts, the running ones finish and are recorded (nothing already
+produced is lost), then the command fails naming the failed stages, as ``dvc repro`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from queue import Queue
+from typing import Mapping
+
+from dssl.config.grids import seeds_at
+from dssl.pipeline.catalogue import StageInstance, instances
+from dssl.pipeline.workers import pool_size
+
+# Stage kinds whose depth is a number of rounds of their strategy (else of their framework's schedule).
+ROUNDS_KINDS = {"pretrain_fl": "fl", "pretrain_decl": "decl"}
+EPOCHS_KINDS = {"pretrain_central": "central", "pretrain_local": "local"}
+
+
+class ReproError(Exception):
+    """A stage failed (its command, or DVC recording its outputs); names the stages."""
+
+
+def estimated_cost(stage: StageInstance, params: dict) -> float:
+    """A relative estimate of a stage's compute, only to start long stages first: seeds x rounds (FL and
+    DecL) or seeds x epochs (central and stand-alone), seeds for evaluations, 0 for light stages."""
+    if not stage.kind.training:
+        return 0.0
+    key = stage.fields.get("seeds_key")
+    seeds = len(seeds_at(params, key)) if key else len(params.get("seeds") or [0])
+    pretrain = params.get("pretrain") or {}
+    if stage.kind.name in ROUNDS_KINDS:
+        framework = ROUNDS_KINDS[stage.kind.name]
+        override = ((params.get("strategies") or {}).get(stage.fields.get("strategy")) or {}).get("train") or {}
+        rounds = override.get("rounds") or ((pretrain.get(framework) or {}).get("train") or {}).get("rounds", 1)
+        return float(seeds * rounds)
+    if stage.kind.name in EPOCHS_KINDS:
+        train = (pretrain.get(EPOCHS_KINDS[stage.kind.name]) or {}).get("train") or {}
+        return float(seeds * train.get("epochs", 1))
+    return float(seeds)
+
+
+def task_count(stage: StageInstance, params: dict) -> int:
+    """How many worker processes a stage can use: its seeds for training and evaluation stages, else 1."""
+    if not stage.kind.training:
+        return 1
+    key = stage.fields.get("seeds_key")
+    return len(seeds_at(params, key)) if key else len(params.get("seeds") or [0])
+
+
+@dataclass(eq=False)  # nodes are told apart by identity (they are dict keys)
+class _Node:
+    stage: object                       # dvc.stage.Stage
+    upstream: list                      # every DVC stage it reads from (DVC's ``changed`` wants them all)
+    cost: float = 0.0
+    tasks: int = 1
+    order: int = 0                      # DVC's plan order (ties)
+    waiting: set = field(default_factory=set)
+
+
+def stage_sizes(params: dict) -> dict[str, tuple[float, int]]:
+    """Per stage name (as DVC names it): its ``estimated_cost`` and ``task_count``."""
+    return {stage.name: (estimated_cost(stage, params), task_count(stage, params)) for stage in instances(params)}
+
+
+def _plan(repo, targets: list[str], sizes: Mapping[str, tuple[float, int]]) -> list[_Node]:
+    from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
+
+    graph = get_active_graph(repo.index.graph)
+    steps = plan_repro(graph, collect_stages(repo, [str(Path(repo.root_dir) / target) for target in targets]))
+    nodes = []
+    for order, stage in enumerate(steps):
+        cost, tasks = sizes.get(stage.name, (0.0, 1))
+        upstream = list(graph.successors(stage))
+        nodes.append(_Node(stage, upstream, cost, tasks, order, set(upstream) & set(steps)))
+    return nodes
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+def reproduce(root: Path, targets: list[str], jobs: int, sizes: Mapping[str, tuple[float, int]] | None = None) -> int:
+    """Reproduce ``targets`` (pipeline files, relative to ``root``) with up to ``jobs`` stages at once;
+    returns how many ran (or were restored from DVC's cache). Raises ReproError naming the failed stages, once the others
+    have finished and been recorded. ``sizes``: ``stage_sizes`` of the params (else every stage counts
+    as light: one slot, DVC's order)."""
+    from dvc.repo import Repo
+
+    with contextlib.chdir(root):  # DVC resolves stage paths from the working directory
+        repo = Repo(str(root))
+        run = _reproduce(repo, targets, jobs, sizes or {})
+    if run.failed:
+        names = ", ".join(f"'{name}'" for name, _ in run.failed)
+        blocked = f"; {len(run.pending)} stages after them did not run" if run.pending else ""
+        raise ReproError(f"failed to reproduce {names}{blocked}") from run.failed[0][1]
+    return len(run.ran)
+
+
+def _reproduce(repo, targets: list[str], jobs: int, sizes: Mapping[str, tuple[float, int]]) -> "_Run":
+    from dvc.repo import lock_repo
+
+    with lock_repo(repo), repo.scm_context():
+        run = _Run(repo, _plan(repo, targets, sizes), max(1, jobs))
+        run.until_done()
+    return run
+
+
+class _Run:
+    """One reproduction: DVC calls in this (the main) thread, one waiting thread per running command."""
+
+    def __init__(self, repo, nodes: list[_Node], slots: int) -> None:
+        self.repo = repo
+        self.pending = nodes                  # not decided yet (some wait for stages they read from)
+        self.runnable: list[_Node] = []       # changed: they run when a slot is free
+        self.running: dict[_Node, tuple[float, int]] = {}
+        self.free = slots
+        self.finished: Queue = Queue()
+        self.ran: list[str] = []
+        self.failed: list[tuple[str, BaseException]] = []
+
+    def until_done(self) -> None:
+        while True:
+            if not self.failed:
+                self._decide_ready()
+                self._start()
+            if not self.running:
+                return  # every stage done, or the rest read from a failed one
+            self._collect()
+
+    def _decide_ready(self) -> None:
+        """Decide every stage whose upstream is done: skip it when DVC finds it unchanged, restore it when
+        DVC's cache has its outputs, else queue it; repeated, since a skipped stage frees its dependents."""
+        from dvc.stage.cache import RunCacheNotFoundError
+
+        while ready := [n for n in self.pending if not n.waiting]:
+            for node in ready:
+                self.pending.remove(node)
+                if not node.stage.changed(upstream=node.upstream):
+                    self._done(node)
+                    continue
+                node.stage.remove_outs(ignore_remove=False, force=False)
+                try:
+                    self.repo.stage_cache.restore(node.stage)
+                except RunCacheNotFoundError:
+                    self.runnable.append(node)
+                    continue
+                try:
+                    _record(node.stage)
+                except Exception as err:  # noqa: BLE001 - as a failed command
+                    self.failed.append((node.stage.addressing, err))
+                    return
+                self.ran.append(node.stage.addressing)
+                self._done(node)
+
+    def _start(self) -> None:
+        """Start queued stages, longest first, while slots are free; the last one started takes the spare
+        slots, its tasks in that many worker processes (``pool_size``: 3 seeds on 2 spare slots run at once)."""
+        from dvc.stage.run import cmd_run
+
+        self.runnable.sort(key=lambda n: (-n.cost, n.order))
+        while self.free and self.runnable:
+            node = self.runnable.pop(0)
+            spare = self.free - len(self.runnable)
+            workers = pool_size(node.tasks, spare) if spare > 1 else 1
+            slots = min(workers, max(1, spare))
+            self.free -= slots
+            self.running[node] = (time.monotonic(), slots)
+            node.stage.save_deps()
+
+            def execute(node: _Node = node, workers: int = workers) -> None:
+                try:
+                    cmd_run(node.stage, run_env={"DSSL_WORKERS": str(workers)})
+                    self.finished.put((node, None))
+                except BaseException as err:  # noqa: BLE001 - reported by the main thread
+                    self.finished.put((node, err))
+
+            threading.Thread(target=execute, daemon=True).start()
+
+    def _collect(self) -> None:
+        """Wait for one command to end and record its stage (or the failure)."""
+        node, error = self.finished.get()
+        started, slots = self.running.pop(node)
+        self.free += slots
+        try:
+            if error is not None:
+                raise error
+            _record(node.stage)
+        except Exception as err:  # noqa: BLE001 - a failed stage stops the run once the others end
+            self.failed.append((node.stage.addressing, err))
+            _say(f"ERROR: stage '{node.stage.addressing}' failed: {err}")
+            return
+        self.ran.append(node.stage.addressing)
+        _say(f"Stage '{node.stage.addressing}' done: {time.monotonic() - started:.1f} s on {slots} "
+             f"core{'s' if slots > 1 else ''}")
+        self._done(node)
+
+    def _done(self, node: _Node) -> None:
+        for other in self.pending:
+            other.waiting.discard(node.stage)
+
+
+def _record(stage) -> None:
+    """What DVC does after a stage's command (``Stage.run``, then ``_reproduce_stage``): its run cache
+    entry only when every output is cached (metrics and plots aside), as there."""
+    uncached = any(not out.use_cache for out in stage.outs if not (out.is_metric or out.is_plot))
+    stage.save(run_cache=not uncached)
+    stage.commit()
+    stage.dump(update_pipeline=False)
