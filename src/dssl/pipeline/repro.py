@@ -40,9 +40,7 @@ from dssl.config.grids import seeds_at
 from dssl.pipeline.catalogue import StageInstance, instances
 from dssl.pipeline.workers import pool_size
 
-# Stage kinds whose depth is a number of rounds of their strategy (else of their framework's schedule).
-ROUNDS_KINDS = {"pretrain_fl": "fl", "pretrain_decl": "decl"}
-EPOCHS_KINDS = {"pretrain_central": "central", "pretrain_local": "local"}
+FRAMEWORKS = {"pretrain_fl": "fl", "pretrain_decl": "decl", "pretrain_central": "central", "pretrain_local": "local"}
 
 
 class ReproError(Exception):
@@ -50,22 +48,25 @@ class ReproError(Exception):
 
 
 def estimated_cost(stage: StageInstance, params: dict) -> float:
-    """A relative estimate of a stage's compute, only to start long stages first: seeds x rounds (FL and
-    DecL) or seeds x epochs (central and stand-alone), seeds for evaluations, 0 for light stages."""
+    """A relative estimate of a stage's compute, only to order the stages: seeds x passes over the
+    training data (an FL round: clients per round x local epochs / clients; a DecL round: local epochs;
+    central and stand-alone: epochs); an evaluation counts a pass per seed, a light stage nothing."""
     if not stage.kind.training:
         return 0.0
-    key = stage.fields.get("seeds_key")
-    seeds = len(seeds_at(params, key)) if key else len(params.get("seeds") or [0])
-    pretrain = params.get("pretrain") or {}
-    if stage.kind.name in ROUNDS_KINDS:
-        framework = ROUNDS_KINDS[stage.kind.name]
-        override = ((params.get("strategies") or {}).get(stage.fields.get("strategy")) or {}).get("train") or {}
-        rounds = override.get("rounds") or ((pretrain.get(framework) or {}).get("train") or {}).get("rounds", 1)
-        return float(seeds * rounds)
-    if stage.kind.name in EPOCHS_KINDS:
-        train = (pretrain.get(EPOCHS_KINDS[stage.kind.name]) or {}).get("train") or {}
-        return float(seeds * train.get("epochs", 1))
-    return float(seeds)
+    seeds = task_count(stage, params)
+    framework = FRAMEWORKS.get(stage.kind.name)
+    if framework is None:
+        return float(seeds)
+    train = dict(((params.get("pretrain") or {}).get(framework) or {}).get("train") or {})
+    train.update(((params.get("strategies") or {}).get(stage.fields.get("strategy")) or {}).get("train") or {})
+    if framework == "fl":
+        clients = ((params.get("partitions") or {}).get(stage.fields.get("partition")) or {}).get("clients") or 1
+        passes = train.get("rounds", 1) * train.get("clients_per_round", clients) * train.get("local_epochs", 1) / clients
+    elif framework == "decl":
+        passes = train.get("rounds", 1) * train.get("local_epochs", 1)
+    else:
+        passes = train.get("epochs", 1)
+    return float(seeds * passes)
 
 
 def task_count(stage: StageInstance, params: dict) -> int:
@@ -82,6 +83,7 @@ class _Node:
     upstream: list                      # every DVC stage it reads from (DVC's ``changed`` wants them all)
     cost: float = 0.0
     tasks: int = 1
+    rank: float = 0.0                   # its cost plus the costliest chain of stages reading from it
     order: int = 0                      # DVC's plan order (ties)
     waiting: set = field(default_factory=set)
 
@@ -92,16 +94,23 @@ def stage_sizes(params: dict) -> dict[str, tuple[float, int]]:
 
 
 def _plan(repo, targets: list[str], sizes: Mapping[str, tuple[float, int]]) -> list[_Node]:
+    """DVC's plan (its order: ties), each stage ranked by the costliest chain of stages it starts: its
+    own cost plus that of the costliest stage reading from it, and so on (a light stage that unblocks
+    long ones, such as the partitions, ranks above them)."""
     from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
 
     graph = get_active_graph(repo.index.graph)
     steps = plan_repro(graph, collect_stages(repo, [str(Path(repo.root_dir) / target) for target in targets]))
-    nodes = []
+    planned = set(steps)
+    nodes = {}
     for order, stage in enumerate(steps):
         cost, tasks = sizes.get(stage.name, (0.0, 1))
-        upstream = list(graph.successors(stage))
-        nodes.append(_Node(stage, upstream, cost, tasks, order, set(upstream) & set(steps)))
-    return nodes
+        upstream = list(graph.successors(stage))   # DVC's edges run from a stage to what it reads
+        nodes[stage] = _Node(stage, upstream, cost, tasks, order, set(upstream) & planned)
+    for stage in reversed(steps):                  # readers first: the plan lists a stage after its inputs
+        readers = [nodes[r].rank for r in graph.predecessors(stage) if r in planned]
+        nodes[stage].rank = nodes[stage].cost + max(readers, default=0.0)
+    return list(nodes.values())
 
 
 def _say(message: str) -> None:
@@ -182,11 +191,11 @@ class _Run:
                 self._done(node)
 
     def _start(self) -> None:
-        """Start queued stages, longest first, while slots are free; the last one started takes the spare
+        """Start queued stages, highest rank first, while slots are free; the last one started takes the spare
         slots, its tasks in that many worker processes (``pool_size``: 3 seeds on 2 spare slots run at once)."""
         from dvc.stage.run import cmd_run
 
-        self.runnable.sort(key=lambda n: (-n.cost, n.order))
+        self.runnable.sort(key=lambda n: (-n.rank, n.order))
         while self.free and self.runnable:
             node = self.runnable.pop(0)
             spare = self.free - len(self.runnable)
