@@ -94,3 +94,15 @@ def test_a_failing_stage_keeps_what_the_others_produced(project: Path) -> None:
     # a was running beside b: it finished and DVC recorded it; c, which reads b, never started
     assert (project / "a.txt").is_file() and not (project / "c.txt").exists()
     assert set(yaml.safe_load((project / "dvc.lock").read_text())["stages"]) == {"a"}
+
+
+def test_the_command_refuses_bad_input_before_running(make_project, capsys, monkeypatch) -> None:
+    from dssl.cli import EXIT_BAD_INPUT, main
+
+    root = make_project("configs/ci.yaml")
+    monkeypatch.chdir(root)
+    assert main(["repro", "--jobs", "0"]) == EXIT_BAD_INPUT
+    assert "--jobs must be at least 1, got 0" in capsys.readouterr().err
+    (root / "dvc.yaml").unlink()
+    assert main(["repro"]) == EXIT_BAD_INPUT
+    assert "dvc.yaml does not exist: run `dssl dag write --params params.yaml` first" in capsys.readouterr().err

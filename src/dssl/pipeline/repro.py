@@ -106,7 +106,7 @@ def _plan(repo, targets: list[str], sizes: Mapping[str, tuple[float, int]]) -> l
     for order, stage in enumerate(steps):
         cost, tasks = sizes.get(stage.name, (0.0, 1))
         upstream = list(graph.successors(stage))   # DVC's edges run from a stage to what it reads
-        nodes[stage] = _Node(stage, upstream, cost, tasks, order, set(upstream) & planned)
+        nodes[stage] = _Node(stage, upstream, cost=cost, tasks=tasks, order=order, waiting=set(upstream) & planned)
     for stage in reversed(steps):                  # readers first: the plan lists a stage after its inputs
         readers = [nodes[r].rank for r in graph.predecessors(stage) if r in planned]
         nodes[stage].rank = nodes[stage].cost + max(readers, default=0.0)
