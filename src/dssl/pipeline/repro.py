@@ -19,8 +19,10 @@ Results do not depend on it: every task of a stage uses exactly one thread (``ds
 so a stage gives the same bits however many stages run beside it and however many worker processes it
 has. Each stage gets one slot and trains its seeds one after another (``DSSL_WORKERS=1``), as under
 Snakemake; when more slots are free than stages are ready (the start and the end of a run), the stage
-started gets the spare slots as worker processes, so no core waits. Ready stages start longest first,
-by an estimate from the params (``estimated_cost``), so that a long stage does not start last.
+started gets the spare slots as worker processes, so no core waits. Ready stages start by rank: their
+estimated cost (``estimated_cost``, from the params) plus that of the costliest chain of stages reading
+from them, so that neither a long stage nor a light one that unblocks long ones starts last. DVC
+decides a stage only when a slot is free for it, so its checks run while other stages compute.
 
 A failing stage: no new stage starts, the running ones finish and are recorded (nothing already
 produced is lost), then the command fails naming the failed stages, as ``dvc repro`` does.
@@ -148,8 +150,7 @@ class _Run:
 
     def __init__(self, repo, nodes: list[_Node], slots: int) -> None:
         self.repo = repo
-        self.pending = nodes                  # not decided yet (some wait for stages they read from)
-        self.runnable: list[_Node] = []       # changed: they run when a slot is free
+        self.pending = nodes                  # not started or skipped yet (some wait for their inputs)
         self.running: dict[_Node, tuple[float, int]] = {}
         self.free = slots
         self.finished: Queue = Queue()
@@ -159,60 +160,66 @@ class _Run:
     def until_done(self) -> None:
         while True:
             if not self.failed:
-                self._decide_ready()
-                self._start()
+                self._fill_slots()
             if not self.running:
                 return  # every stage done, or the rest read from a failed one
             self._collect()
 
-    def _decide_ready(self) -> None:
-        """Decide every stage whose upstream is done: skip it when DVC finds it unchanged, restore it when
-        DVC's cache has its outputs, else queue it; repeated, since a skipped stage frees its dependents."""
+    def _fill_slots(self) -> None:
+        """While a slot is free: take the highest-ranked stage whose inputs are recorded; skip it when DVC
+        finds it unchanged, restore it when DVC's cache holds its outputs, else start it. Deciding only
+        when a slot is free keeps DVC's checks (~50 ms a stage) behind the running stages."""
+        while self.free and not self.failed:
+            ready = [n for n in self.pending if not n.waiting]
+            if not ready:
+                return
+            node = min(ready, key=lambda n: (-n.rank, n.order))
+            self.pending.remove(node)
+            if self._needs_run(node):
+                self._start(node, others=len(ready) - 1)
+
+    def _needs_run(self, node: _Node) -> bool:
+        """DVC's decision (``Stage.reproduce``, ``run_stage``); a stage skipped or restored is done."""
         from dvc.stage.cache import RunCacheNotFoundError
 
-        while ready := [n for n in self.pending if not n.waiting]:
-            for node in ready:
-                self.pending.remove(node)
-                if not node.stage.changed(upstream=node.upstream):
-                    self._done(node)
-                    continue
-                node.stage.remove_outs(ignore_remove=False, force=False)
-                try:
-                    self.repo.stage_cache.restore(node.stage)
-                except RunCacheNotFoundError:
-                    self.runnable.append(node)
-                    continue
-                try:
-                    _record(node.stage)
-                except Exception as err:  # noqa: BLE001 - as a failed command
-                    self.failed.append((node.stage.addressing, err))
-                    return
-                self.ran.append(node.stage.addressing)
-                self._done(node)
+        if not node.stage.changed(upstream=node.upstream):
+            self._done(node)
+            return False
+        node.stage.remove_outs(ignore_remove=False, force=False)
+        try:
+            self.repo.stage_cache.restore(node.stage)
+        except RunCacheNotFoundError:
+            return True
+        try:
+            _record(node.stage)
+        except Exception as err:  # noqa: BLE001 - as a failed command
+            self.failed.append((node.stage.addressing, err))
+            return False
+        self.ran.append(node.stage.addressing)
+        self._done(node)
+        return False
 
-    def _start(self) -> None:
-        """Start queued stages, highest rank first, while slots are free; the last one started takes the spare
-        slots, its tasks in that many worker processes (``pool_size``: 3 seeds on 2 spare slots run at once)."""
+    def _start(self, node: _Node, others: int) -> None:
+        """Run the stage's command in a thread, on one slot, or on the spare ones when fewer other stages
+        are ready than slots are free: its tasks in that many worker processes (``pool_size``: 3 seeds
+        on 2 spare slots all run at once)."""
         from dvc.stage.run import cmd_run
 
-        self.runnable.sort(key=lambda n: (-n.rank, n.order))
-        while self.free and self.runnable:
-            node = self.runnable.pop(0)
-            spare = self.free - len(self.runnable)
-            workers = pool_size(node.tasks, spare) if spare > 1 else 1
-            slots = min(workers, max(1, spare))
-            self.free -= slots
-            self.running[node] = (time.monotonic(), slots)
-            node.stage.save_deps()
+        spare = self.free - others
+        workers = pool_size(node.tasks, spare) if spare > 1 else 1
+        slots = min(workers, max(1, spare))
+        self.free -= slots
+        self.running[node] = (time.monotonic(), slots)
+        node.stage.save_deps()
 
-            def execute(node: _Node = node, workers: int = workers) -> None:
-                try:
-                    cmd_run(node.stage, run_env={"DSSL_WORKERS": str(workers)})
-                    self.finished.put((node, None))
-                except BaseException as err:  # noqa: BLE001 - reported by the main thread
-                    self.finished.put((node, err))
+        def execute() -> None:
+            try:
+                cmd_run(node.stage, run_env={"DSSL_WORKERS": str(workers)})
+                self.finished.put((node, None))
+            except BaseException as err:  # noqa: BLE001 - reported by the main thread
+                self.finished.put((node, err))
 
-            threading.Thread(target=execute, daemon=True).start()
+        threading.Thread(target=execute, daemon=True).start()
 
     def _collect(self) -> None:
         """Wait for one command to end and record its stage (or the failure)."""
