@@ -106,3 +106,34 @@ def test_the_command_refuses_bad_input_before_running(make_project, capsys, monk
     (root / "dvc.yaml").unlink()
     assert main(["repro"]) == EXIT_BAD_INPUT
     assert "dvc.yaml does not exist: run `dssl dag write --params params.yaml` first" in capsys.readouterr().err
+
+
+def test_a_light_stage_that_unblocks_a_long_one_starts_before_a_medium_one(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    dvc(tmp_path, "init", "-q")
+    (tmp_path / "input.txt").write_text("data\n")
+    stages = {"medium": stage(timed("medium", 0.1), ["input.txt"], ["medium.txt"]),
+              "light": stage(timed("light", 0.1), ["input.txt"], ["light.txt"]),
+              "long": stage(timed("long", 0.1, "light.txt"), ["light.txt"], ["long.txt"])}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
+    reproduce(tmp_path, ["dvc.yaml"], jobs=1, sizes={"long": (100.0, 1), "medium": (10.0, 1)})
+    starts = {name: window(tmp_path, name)[0] for name in stages}
+    assert starts["light"] < starts["long"] < starts["medium"]
+
+
+def test_stage_sizes_count_seeds_and_passes_over_the_data() -> None:
+    from dssl.pipeline.catalogue import instances
+    from dssl.pipeline.repro import stage_sizes
+    from dssl.pipeline.validate import load_params_fully
+
+    params = load_params_fully(Path(__file__).resolve().parents[2] / "configs/ci.yaml")
+    sizes = stage_sizes(params)
+    for instance in instances(params):
+        cost, tasks = sizes[instance.name]
+        assert (cost > 0) == instance.kind.training, instance.name
+        assert tasks >= 1 and (tasks > 1) <= instance.kind.training, instance.name
+    fl = next(s for s in instances(params) if s.kind.name == "pretrain_fl")
+    train = params["pretrain"]["fl"]["train"] | (params["strategies"][fl.fields["strategy"]].get("train") or {})
+    clients = params["partitions"][fl.fields["partition"]]["clients"]
+    passes = train["rounds"] * train.get("clients_per_round", clients) * train.get("local_epochs", 1) / clients
+    assert sizes[fl.name] == (sizes[fl.name][1] * passes, len(params["seeds"]))
