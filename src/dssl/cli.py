@@ -225,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--params", type=Path, default=Path("params.yaml"),
                        help="the params file whose pipeline to reproduce (its dvc.yaml files: `dssl dag write`)")
     repro.add_argument("--jobs", "-j", type=int, default=None,
-                       help="stages at once, one core each (default: every core this process may use)")
+                       help="stages at once, one core each (default: every core this process may use; 1 with a GPU)")
     repro.set_defaults(func=_cmd_repro)
 
     readme = sub.add_parser("readme", help="README.md's expected results from the generated report")
@@ -339,9 +339,10 @@ def _cmd_warm(args: argparse.Namespace) -> int:
 def _cmd_repro(args: argparse.Namespace) -> int:
     from dssl.pipeline.dvcfile import Pipeline
     from dssl.pipeline.layout import project_folder
-    from dssl.pipeline.repro import ReproError, reproduce, stage_sizes
+    from dssl.pipeline.repro import ReproError, default_jobs, reproduce, stage_sizes
     from dssl.pipeline.validate import load_params_fully
     from dssl.pipeline.workers import available_cores
+    from dssl.training.device import resolve_device
 
     if args.jobs is not None and args.jobs < 1:
         print(f"error: --jobs must be at least 1, got {args.jobs}", file=sys.stderr)
@@ -353,9 +354,10 @@ def _cmd_repro(args: argparse.Namespace) -> int:
         print(f"error: {pipeline_file} does not exist: run `dssl dag write --params {args.params}` first",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    jobs = args.jobs or default_jobs(available_cores(), resolve_device().type)
     started = time.monotonic()
     try:
-        ran = reproduce(root, [pipeline_file], args.jobs or available_cores(), stage_sizes(params))
+        ran = reproduce(root, [pipeline_file], jobs, stage_sizes(params))
     except ReproError as err:
         print(f"ERROR: {err}", file=sys.stderr)
         return 1

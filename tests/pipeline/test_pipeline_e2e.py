@@ -1,7 +1,7 @@
 """End to end on the CI profile (the whole DAG at tiny sizes, 2 seeds): `dssl repro` (DVC's reproduce,
 2 stages at once) runs every stage offline, logs one MLflow run per seed, writes the report from the
-measured results, leaves DVC nothing to re-run, re-runs only what a params change touches, and after a code edit exactly the stages whose import
-closure holds the edited module; Snakemake, with client workers, produces byte-identical data outputs
+measured results, leaves DVC nothing to re-run, re-runs only what a params change touches, and after a
+code edit exactly the stages whose import closure holds the edited module; Snakemake, with client workers, produces byte-identical data outputs
 and the same metrics, which `dvc commit -f` accepts. Both runs are the session's shared ones
 (``ci_runs``); the edits happen on a copy."""
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dssl.pipeline.repro import ReproError, reproduce
+from dssl.pipeline.repro import ReproError, default_jobs, reproduce
 
 BIN = Path(sys.executable).parent
 
@@ -137,3 +137,8 @@ def test_stage_sizes_count_seeds_and_passes_over_the_data() -> None:
     clients = params["partitions"][fl.fields["partition"]]["clients"]
     passes = train["rounds"] * train.get("clients_per_round", clients) * train.get("local_epochs", 1) / clients
     assert sizes[fl.name] == (sizes[fl.name][1] * passes, len(params["seeds"]))
+
+
+def test_stages_share_the_cores_but_not_an_accelerator() -> None:
+    assert default_jobs(16, "cpu") == 16
+    assert default_jobs(16, "cuda") == 1

@@ -71,6 +71,12 @@ def estimated_cost(stage: StageInstance, params: dict) -> float:
     return float(seeds * passes)
 
 
+def default_jobs(cores: int, device_type: str) -> int:
+    """Stages at once by default: one per core on a CPU; one when the stages train on an accelerator
+    (``auto`` resolves to it), since each training stage owns the device (``profiles/gpu-local``: gpu=1)."""
+    return cores if device_type == "cpu" else 1
+
+
 def task_count(stage: StageInstance, params: dict) -> int:
     """How many worker processes a stage can use: its seeds for training and evaluation stages, else 1."""
     if not stage.kind.training:
@@ -121,9 +127,9 @@ def _say(message: str) -> None:
 
 def reproduce(root: Path, targets: list[str], jobs: int, sizes: Mapping[str, tuple[float, int]] | None = None) -> int:
     """Reproduce ``targets`` (pipeline files, relative to ``root``) with up to ``jobs`` stages at once;
-    returns how many ran (or were restored from DVC's cache). Raises ReproError naming the failed stages, once the others
-    have finished and been recorded. ``sizes``: ``stage_sizes`` of the params (else every stage counts
-    as light: one slot, DVC's order)."""
+    returns how many ran (or were restored from DVC's cache). Raises ReproError naming the failed
+    stages, once the others have finished and been recorded. ``sizes``: ``stage_sizes`` of the params
+    (else every stage counts as light: one slot, DVC's order)."""
     from dvc.repo import Repo
 
     with contextlib.chdir(root):  # DVC resolves stage paths from the working directory
@@ -193,7 +199,7 @@ class _Run:
         try:
             _record(node.stage)
         except Exception as err:  # noqa: BLE001 - as a failed command
-            self.failed.append((node.stage.addressing, err))
+            self._fail(node, err)
             return False
         self.ran.append(node.stage.addressing)
         self._done(node)
@@ -231,13 +237,16 @@ class _Run:
                 raise error
             _record(node.stage)
         except Exception as err:  # noqa: BLE001 - a failed stage stops the run once the others end
-            self.failed.append((node.stage.addressing, err))
-            _say(f"ERROR: stage '{node.stage.addressing}' failed: {err}")
+            self._fail(node, err)
             return
         self.ran.append(node.stage.addressing)
         _say(f"Stage '{node.stage.addressing}' done: {time.monotonic() - started:.1f} s on {slots} "
              f"core{'s' if slots > 1 else ''}")
         self._done(node)
+
+    def _fail(self, node: _Node, err: BaseException) -> None:
+        self.failed.append((node.stage.addressing, err))
+        _say(f"ERROR: stage '{node.stage.addressing}' failed: {err}")
 
     def _done(self, node: _Node) -> None:
         for other in self.pending:
