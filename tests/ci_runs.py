@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import copy_project
+from conftest import command_failure, copy_project
 from services import LocalSlurm, ensure_installed, free_port
 
 BIN = Path(sys.executable).parent
@@ -48,7 +48,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 1800) -> str:
     result = subprocess.run(cmd, cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-5000:]}\n{result.stderr[-5000:]}"
+    assert result.returncode == 0, command_failure(cmd, result)
     return result.stdout + result.stderr
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,6 +17,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 # The shared CI-profile runs (ci_dvc_run, ci_local_run) and the slurm fixture, for every test module.
 pytest_plugins = ("ci_runs",)
+
+
+# a Python traceback up to its exception line, or a line a command prints for its error
+_ERRORS = re.compile(r"^Traceback \(most recent call last\):\n(?:[ \t].*\n)*.*$|^(?:error|ERROR)\b.*$", re.MULTILINE)
+
+
+def command_failure(cmd: list[str], result: subprocess.CompletedProcess, tail: int = 4000) -> str:
+    """What a failed command printed, for an assertion message: first its errors (the tracebacks and
+    error lines of its stages, which Snakemake's long listing of the failed jobs pushes out of the end of
+    its output), then the ends of its stdout and stderr."""
+    errors = "\n".join(dict.fromkeys(m.group(0) for m in _ERRORS.finditer(result.stdout + "\n" + result.stderr)))
+    return (f"{' '.join(cmd)} failed (exit {result.returncode}):\n--- errors ---\n{errors[-tail:] or '(none printed)'}"
+            f"\n--- stdout ---\n{result.stdout[-tail:]}\n--- stderr ---\n{result.stderr[-tail:]}")
 
 
 def copy_project(target: Path, params_file: str = "params.yaml") -> Path:

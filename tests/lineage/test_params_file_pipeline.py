@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ci_runs import copy_run, shared_once
-from conftest import copy_project
+from conftest import command_failure, copy_project
 
 from dssl.config.params import read_params
 
@@ -40,7 +40,7 @@ def run(cmd: list[str], cwd: Path) -> str:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     env.pop("DVC_ROOT", None)
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, command_failure(cmd, result)
     return result.stdout + result.stderr
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import copy_project
+from conftest import command_failure, copy_project
 from miniature import BACKBONE_SIDE, miniature, write_datasets
 
 from dssl.config.params import read_params
@@ -31,7 +31,7 @@ def run(cmd: list[str], cwd: Path) -> str:
     for leftover in ("MLFLOW_TRACKING_URI", "DSSL_ENGINE", "DVC_ROOT", "DSSL_WORKERS", "DSSL_DEVICE"):
         env.pop(leftover, None)
     result = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    assert result.returncode == 0, command_failure(cmd, result)
     return result.stdout + result.stderr
 
 

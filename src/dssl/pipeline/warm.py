@@ -71,7 +71,12 @@ def try_delegate(argv: list[str], root: Path) -> int | None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
             signal.signal(sig, lambda signum, _frame: os.kill(child, signum))
         done = _read_json(conn)
-        return int(done["status"]) if done else 1
+        if done is None:
+            print(f"error: the warm stage server's process running `dssl {' '.join(argv)}` (pid {child}) "
+                  "ended without reporting its exit status (killed?); run the command again, or without the "
+                  "server (DSSL_WARM=0)", file=sys.stderr)
+            return 1
+        return int(done["status"])
     except OSError:
         return None
     finally:
