@@ -45,7 +45,7 @@ snakemake: setup
 	dvc commit -f $$(dssl dag files --params $(PARAMS))
 
 test: setup
-	pytest -n 2 -q
+	pytest -n 2 -q --durations=20
 
 test-fast: setup
 	pytest -n 2 -q -m "not slow"
