@@ -1,0 +1,39 @@
+"""`make setup`'s recipe, read from the Makefile with `make -n` (what it would run, nothing run): uv by
+default, pinned and byte-compiling; pip on request; an unknown installer stops before anything is made."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-n", "setup", f"VENV={tmp_path / 'venv'}", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+
+
+def test_setup_installs_the_lock_with_a_pinned_uv_that_compiles_bytecode(tmp_path) -> None:
+    result = dry_run(tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any("pip install --quiet uv==" in line for line in lines)
+    (install,) = [line for line in lines if "uv pip install" in line and "requirements.lock" in line]
+    assert "--compile-bytecode" in install and f"--python {tmp_path / 'venv'}/bin/python" in install
+    assert not any("compileall" in line for line in lines)
+
+
+def test_installer_pip_keeps_the_pip_recipe(tmp_path) -> None:
+    result = dry_run(tmp_path, "INSTALLER=pip")
+    assert result.returncode == 0, result.stderr
+    assert "pip install --quiet --no-compile -r requirements.lock" in result.stdout
+    assert "compileall" in result.stdout and "uv" not in result.stdout.replace(str(tmp_path), "")
+
+
+def test_an_unknown_installer_is_refused_by_name_before_anything_is_made(tmp_path) -> None:
+    result = subprocess.run(["make", "setup", f"VENV={tmp_path / 'venv'}", "INSTALLER=conda"], cwd=ROOT,
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "INSTALLER=conda" in result.stderr and "INSTALLER=pip" in result.stderr
+    assert not (tmp_path / "venv").exists()
