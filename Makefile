@@ -12,9 +12,9 @@ setup: $(VENV)/.installed
 # requirements.lock pins every package the numbers were produced with; the package itself is editable.
 # uv (pinned below) installs the same wheels as pip and byte-compiles them, both on every core: from a
 # fresh clone with empty caches 72-88 s against 121-143 s for pip and a parallel compileall (two
-# alternating pairs on a 2-core AMD EPYC; docs/reproducibility.md). INSTALLER=pip uses pip alone (e.g. where only pip's configured index is
-# reachable); like pip, both leave a file this Python cannot compile (torch ships one for Python 3.12)
-# to fail only if it is imported.
+# alternating pairs on a 2-core AMD EPYC; docs/reproducibility.md). INSTALLER=pip uses pip alone (e.g.
+# where only pip's configured index is reachable). Either leaves a file this Python cannot compile
+# (torch ships one for Python 3.12) to fail only if it is imported.
 INSTALLER ?= uv
 UV_VERSION := 0.13.9
 $(VENV)/.installed: pyproject.toml requirements.lock
