@@ -155,6 +155,8 @@ def evaluation_run(args, params: dict, protocol: str, backbone: str, device: tor
 def few_steps(config, keys: frozenset[str], batch: int) -> dict:
     """A protocol's config cut to one epoch and the first value of each grid, at ``batch``."""
     short: dict = {"epochs": 1} if "epochs" in keys else {}
+    if "warmup_epochs" in keys:
+        short["warmup_epochs"] = 0  # a warm-up must end before the last epoch: none in a one-epoch run
     for grid in ("lr_grid", "weight_decay_grid"):
         if grid in keys:
             short[grid] = [getattr(config, grid)[0]]
