@@ -17,12 +17,18 @@ memory (GPU: ``torch.cuda.max_memory_allocated`` of that run; CPU: the process's
 checkpoint bytes per round; then per stage kind the plan's GPU-hours (its stated throughput) and the
 hours at this run's FLOP rate.
 
+``--each`` runs one stage per kind, backbone, method and strategy instead (every training path the
+profile has: 34 in ``configs/paper.yaml``, 12 in ``configs/paper_b.yaml``); with it the projection still
+takes each kind's first stage. A run that torch stops (a ``RuntimeError``: say, an op without a
+deterministic kernel) is printed as ``FAILED`` with the error's first line, the others still run, and
+the script exits with status 1.
+
 Default device: cuda when torch sees a GPU (``--size 224 --batch 128 --steps 2``), else the CPU at a
 reduced size (``--size 28 --batch 4 --steps 1``: it checks that every kind runs, its speed says nothing).
 ``--device cuda`` on a machine without a GPU stops at once with one error.
 
     PYTHONPATH=src python benchmarks/paper_smoke.py [--params configs/paper.yaml] [--device cuda|cpu]
-        [--size 224] [--batch 128] [--steps 2] [--rounds 1]
+        [--size 224] [--batch 128] [--steps 2] [--rounds 1] [--each]
 """
 
 from __future__ import annotations
@@ -164,16 +170,20 @@ def few_steps(config, keys: frozenset[str], batch: int) -> dict:
     return short
 
 
-def runs(params: dict) -> list[tuple[str, dict, str]]:
-    """(kind, fields of its first stage, backbone): one per pretraining kind and backbone."""
+def runs(params: dict, each: bool = False) -> list[tuple[str, dict, str]]:
+    """(kind, fields of its first stage, backbone): one per pretraining kind and backbone, or with
+    ``each`` one per kind, backbone, method and strategy section (every training path the profile has)."""
     from dssl.pipeline.catalogue import instances
 
-    chosen: dict[tuple[str, str], dict] = {}
+    chosen: dict[tuple, dict] = {}
     for instance in instances(params):
         if instance.kind.name in PRETRAIN:
-            backbone = params["models"][instance.fields["model"]]["backbone"]
-            chosen.setdefault((instance.kind.name, backbone), dict(instance.fields))
-    return [(kind, fields, backbone) for (kind, backbone), fields in chosen.items()]
+            spec = params["models"][instance.fields["model"]]
+            key = (instance.kind.name, spec["backbone"])
+            if each:
+                key += (spec["method"], instance.fields.get("strategy"))
+            chosen.setdefault(key, dict(instance.fields))
+    return [(key[0], fields, key[1]) for key, fields in chosen.items()]
 
 
 def evaluated_backbones(params: dict) -> list[str]:
@@ -196,6 +206,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="steps per client and round (default 2 on GPU, 1 on CPU)")
     parser.add_argument("--rounds", type=int, default=1, help="timed rounds after the warm-up round")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch CPU threads")
+    parser.add_argument("--each", action="store_true",
+                        help="one run per kind, backbone, method and strategy (default: per kind and backbone)")
     args = parser.parse_args()
     defaults = PAPER if args.device.startswith("cuda") else CPU_REDUCED
     for key, value in defaults.items():
@@ -233,25 +245,42 @@ def main() -> int:
     memory = "peak GPU MiB" if device.type == "cuda" else "peak RSS MiB"
     print(f"{'kind':<18} {'backbone':<18} {'stage':<58} {'images/s':>9} {'TFLOP/s':>8} {memory:>13} {'ckpt/round':>11}")
     rates: dict[tuple[str, str], float] = {}
-    for kind, fields, backbone in runs(params):
-        row = train_run(args, params, kind, fields, channels, device)
-        rate = row["images_per_s"] * model_costs(params["models"][fields["model"]], args.size, channels, cache).train
-        rates[kind, backbone] = rate
+    failed = 0
+    for kind, fields, backbone in runs(params, args.each):
         stage = f"{kind}@{'-'.join(fields[a] for a in ('model', 'partition', 'graph', 'strategy') if a in fields)}"
+        try:
+            row = train_run(args, params, kind, fields, channels, device)
+        except RuntimeError as error:  # a kernel torch refuses (say, no deterministic variant): report, go on
+            failed += 1
+            print(f"{kind:<18} {backbone:<18} {stage:<58} FAILED: {first_line(error)}", flush=True)
+            continue
+        rate = row["images_per_s"] * model_costs(params["models"][fields["model"]], args.size, channels, cache).train
+        rates.setdefault((kind, backbone), rate)
         clients = f" ({row['clients']} clients)" if kind == "pretrain_decl" else ""
         print(f"{kind:<18} {backbone:<18} {stage:<58} {row['images_per_s']:>9.1f} {rate / 1e12:>8.3f} "
               f"{row['peak_mib']:>13.0f} {mib(row['checkpoint_bytes']) + clients:>11}", flush=True)
     protocols = list(dict.fromkeys(p for names in params["evaluate"]["protocols"].values() for p in names or []))
     for backbone in evaluated_backbones(params):
         for protocol in protocols:
-            row = evaluation_run(args, params, protocol, backbone, device)
+            try:
+                row = evaluation_run(args, params, protocol, backbone, device)
+            except RuntimeError as error:
+                failed += 1
+                print(f"{'evaluate':<18} {backbone:<18} {protocol:<58} FAILED: {first_line(error)}", flush=True)
+                continue
             rates[f"evaluate:{protocol}", backbone] = row["flops_per_s"]
             print(f"{'evaluate':<18} {backbone:<18} {protocol:<58} {row['images_per_s']:>9.1f} "
                   f"{row['flops_per_s'] / 1e12:>8.3f} {row['peak_mib']:>13.0f} {'-':>11}", flush=True)
     cache.save()
     print_projection(plan, rates, args.size)
     print(f"total wall time: {time.perf_counter() - start:.0f} s")
-    return 0
+    if failed:
+        print(f"{failed} run(s) FAILED (above)")
+    return 1 if failed else 0
+
+
+def first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
 def print_projection(plan, rates: dict, size: int) -> None:

@@ -156,6 +156,41 @@ def test_paper_smoke_runs_every_evaluation_protocol():
         assert row["images_per_s"] > 0 and row["flops_per_s"] > 0, protocol
 
 
+@pytest.mark.parametrize("profile", ["configs/paper.yaml", "configs/paper_b.yaml"])
+def test_paper_smoke_cuts_each_paper_profiles_protocols_to_one_epoch(profile):
+    """The profiles' own evaluation sections (fine-tuning with 5 warm-up epochs, say) in one epoch."""
+    import argparse
+
+    import torch
+
+    from dssl.planning.plan import load_plan_params
+
+    smoke = load_script("paper_smoke.py")
+    params, _ = load_plan_params(ROOT / profile, ROOT)
+    protocols = {p for names in params["evaluate"]["protocols"].values() for p in names or []}
+    args = argparse.Namespace(size=8, batch=4, steps=2)
+    for protocol in sorted(protocols):
+        row = smoke.evaluation_run(args, params, protocol, "cnn_small", torch.device("cpu"))
+        assert row["images_per_s"] > 0, protocol
+
+
+def test_paper_smoke_each_runs_every_training_path_of_the_profile():
+    """``--each``: one run per kind, backbone, method and strategy of the profile, none twice."""
+    from dssl.pipeline.catalogue import instances
+    from dssl.planning.plan import load_plan_params
+
+    smoke = load_script("paper_smoke.py")
+    params, _ = load_plan_params(ROOT / "configs/paper.yaml", ROOT)
+
+    def key(kind: str, fields: dict) -> tuple:
+        spec = params["models"][fields["model"]]
+        return kind, spec["backbone"], spec["method"], fields.get("strategy")
+
+    each = [key(kind, fields) for kind, fields, _ in smoke.runs(params, each=True)]
+    paths = {key(i.kind.name, i.fields) for i in instances(params) if i.kind.name.startswith("pretrain_")}
+    assert sorted(each) == sorted(paths) and len(paths) > len(smoke.runs(params))
+
+
 def test_backbone_throughput_times_every_case(tmp_path):
     """One row per backbone x method case, each with a positive training rate."""
     done = run_script("backbone_throughput.py", "--batch-size", "2", "--threads", "1", "--warmup", "0",
