@@ -29,7 +29,8 @@ from dssl.federation.local import (
     build_optimizer,
     train_client,
 )
-from dssl.methods import create_method
+from dssl.methods import METHODS, create_method
+from dssl.training.determinism import configure_determinism
 
 BACKBONES = ("cnn_small", "vit_small")
 BATCH, SIZE, STEPS = 8, 16, 3
@@ -209,3 +210,22 @@ def test_plain_step_is_the_original_loop_bit_for_bit():
         optimizer.step()
         reference.after_optimizer_step()
     assert all(torch.equal(stepped[k], v) for k, v in reference.state_dict().items())
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_steps_under_bf16_with_deterministic_kernels(name):
+    """As the pipeline runs: deterministic kernels (strict) and bf16 autocast. Torch's deterministic
+    index_put wants matching dtypes, so a method writing bf16 activations into fp32 memory (MoCo's queue)
+    must cast them; its memory keeps its own dtype."""
+    torch.manual_seed(0)
+    method = create_method(name, "vit_small" if name == "mae" else "cnn_small", SIZE, 1).train()
+    memory = {key: value.dtype for key, value in method.state_dict().items()}
+    config = OptimizerConfig()
+    step = TrainStep(method, build_optimizer(method, config, config.lr(BATCH)), StepOptions(precision="bf16"))
+    configure_determinism(True)
+    try:
+        out = step(torch.rand(BATCH, 1, SIZE, SIZE), method.training_loss)
+    finally:
+        configure_determinism(False)
+    assert torch.isfinite(out["loss"].detach()).all()
+    assert {key: value.dtype for key, value in method.state_dict().items()} == memory

@@ -179,7 +179,7 @@ class MoCo(SSLMethod):
         """Write ``keys`` [B, D] over the oldest queue entries (wrapping around)."""
         size = self.queue.shape[1]
         slots = (self.queue_ptr + torch.arange(keys.shape[0], device=keys.device)) % size
-        self.queue[:, slots] = keys.T
+        self.queue[:, slots] = keys.T.to(self.queue.dtype)  # bf16 keys under autocast; the queue stays fp32
         self.queue_ptr.copy_((self.queue_ptr + keys.shape[0]) % size)
 
     def update_target(self, momentum: float) -> None:
