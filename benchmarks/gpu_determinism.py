@@ -1,0 +1,121 @@
+"""Does a training run give the same bits twice on this device? Per backbone, method and kernel choice.
+
+The pipeline asks torch for deterministic kernels, strictly (``configure_determinism``:
+``warn_only=False``). With ``warn_only=True`` torch only warns where a kernel is not deterministic, and
+on a GPU it then runs the attention kernels behind ``scaled_dot_product_attention`` (flash,
+memory-efficient, cuDNN) in their non-deterministic form. This script runs the same small FL run twice
+per setting and compares the final global models bit for bit:
+
+- ``warn-only``: deterministic kernels with ``warn_only=True`` (how the pipeline ran before it went
+  strict; torch picks the attention kernel);
+- ``math-attention``: the same, with attention restricted to the math kernel (``sdpa_kernel(MATH)``);
+- ``strict``: as the pipeline runs (``warn_only=False``): an op without a deterministic variant raises
+  (printed as the error), and the attention kernels take their deterministic paths.
+
+Printed per setting: whether the two runs' final weights are equal, the largest absolute difference,
+and the images/s of the last round (the price of the setting). Setting: FedAvg, 5 clients x ``--steps``
+steps of ``--batch`` synthetic images per round, ``--rounds`` rounds, SimSiam on ResNet-18
+(``resnet18_imagenet``) and on Tiny-ViT, MAE on Tiny-ViT.
+
+    PYTHONPATH=src python benchmarks/gpu_determinism.py [--device cuda] [--size 224] [--batch 64]
+        [--steps 2] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+
+import numpy as np
+import torch
+
+CASES = (("simsiam", "resnet18_imagenet"), ("simsiam", "tiny_vit"), ("mae", "tiny_vit"))
+SETTINGS = ("warn-only", "math-attention", "strict")
+CLIENTS = 5
+
+
+def run_once(args: argparse.Namespace, method_name: str, backbone: str, setting: str) -> tuple[dict, float]:
+    """One FL run from seed 0; the final global state (on the CPU) and the last round's images/s."""
+    import dssl.federation.simulator as simulator
+    from dssl.data.imageset import ArrayImageSet
+    from dssl.federation import ClientData, FLConfig, FLSimulator, OptimizerConfig, create_strategy
+    from dssl.methods import METHODS
+    from dssl.models.backbones import create_backbone
+    from dssl.training.determinism import configure_determinism
+
+    per_client = args.steps * args.batch
+    rng = np.random.default_rng(0)
+    images = ArrayImageSet(rng.integers(0, 256, (CLIENTS * per_client, args.size, args.size, 3), dtype=np.uint8),
+                           np.zeros(CLIENTS * per_client, dtype=np.int64), 10)
+    clients = [ClientData(images, np.arange(i * per_client, (i + 1) * per_client)) for i in range(CLIENTS)]
+    optimizer = (OptimizerConfig(name="adamw", base_lr=1.5e-4, weight_decay=0.05) if "vit" in backbone
+                 else OptimizerConfig(name="sgd", base_lr=0.05, momentum=0.9, weight_decay=1e-4))
+    config = FLConfig(rounds=args.rounds, clients_per_round=CLIENTS, batch_size=args.batch, optimizer=optimizer,
+                      deterministic=True)
+    torch.manual_seed(0)
+    overrides = {"patch_size": args.size // 8} if "vit" in backbone and args.size % 14 else {}
+    method = METHODS[method_name](create_backbone(backbone, args.size, 3, **overrides), args.size, 3).to(args.device)
+
+    def warn_only(enabled: bool = True) -> None:
+        configure_determinism(enabled)
+        torch.use_deterministic_algorithms(enabled, warn_only=True)
+
+    patched = configure_determinism if setting == "strict" else warn_only
+    kernels = contextlib.nullcontext()
+    if setting == "math-attention":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        kernels = sdpa_kernel(SDPBackend.MATH)
+    original, simulator.configure_determinism = simulator.configure_determinism, patched
+    try:
+        with kernels:
+            result = FLSimulator(method, clients, create_strategy("fedavg"), config).run()
+    finally:
+        simulator.configure_determinism = original
+    last = result.metrics[-1]
+    state = {k: v.detach().cpu().clone() for k, v in result.final_state.items()}
+    return state, last["images"] / last["wall_time_s"]
+
+
+def compare(first: dict, second: dict) -> tuple[bool, float]:
+    """Bitwise equality of two state dicts and the largest absolute difference of their floats."""
+    equal = all(torch.equal(first[k], second[k]) for k in first)
+    gap = max(((first[k].double() - second[k].double()).abs().max().item() for k in first
+               if first[k].is_floating_point() and first[k].numel()), default=0.0)
+    return equal, gap
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--settings", default=",".join(SETTINGS))
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    start = time.perf_counter()
+    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
+    print(f"device: {args.device} ({name}); torch {torch.__version__}; {args.size} px, batch {args.batch}, "
+          f"{CLIENTS} clients x {args.steps} steps, {args.rounds} rounds; two runs per setting from seed 0")
+    print(f"{'method':<8} {'backbone':<18} {'setting':<15} {'same bits':>9} {'max |diff|':>11} {'images/s':>9}", flush=True)
+    for method_name, backbone in CASES:
+        for setting in args.settings.split(","):
+            head = f"{method_name:<8} {backbone:<18} {setting:<15}"
+            try:
+                (first, rate), (second, _) = (run_once(args, method_name, backbone, setting) for _ in range(2))
+            except RuntimeError as error:
+                print(f"{head} FAILED: {str(error).splitlines()[0][:160]}", flush=True)
+                continue
+            equal, gap = compare(first, second)
+            print(f"{head} {'yes' if equal else 'no':>9} {gap:>11.3g} {rate:>9.1f}", flush=True)
+    print(f"total wall time: {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
