@@ -95,12 +95,11 @@ def train_run(args, params: dict, kind: str, fields: dict, channels: int, device
     model = fields["model"]
     method = build(params, model, args.size, channels, device)
     framework = kind.removeprefix("pretrain_")
+    schedule = step_schedule(params, framework, fields.get("strategy"))
     if framework in ("fl", "decl"):
         strategy, round_options = build_strategy(dict(params["strategies"][fields["strategy"]]))
-        schedule = {k: v for k, v in simulator_config(train_schedule(params, framework, fields["strategy"])).items()
-                    if k not in ("rounds", "local_epochs", "batch_size", "clients_per_round")}
     else:
-        strategy, round_options, schedule = create_strategy("fedavg"), {}, {}
+        strategy, round_options = create_strategy("fedavg"), {}
     clients_count = 1  # central and stand-alone training: one client holding the data
     if framework == "fl":
         clients_count = FLConfig.from_dict(simulator_config(train_schedule(params, "fl", fields["strategy"]))).clients_per_round
@@ -127,6 +126,16 @@ def train_run(args, params: dict, kind: str, fields: dict, channels: int, device
     return {"images_per_s": sum(m["images"] for m in timed) / sum(m["wall_time_s"] for m in timed),
             "checkpoint_bytes": metrics[-1]["checkpoint_bytes"], "peak_mib": peak_memory_mib(device),
             "clients": clients_count}
+
+
+def step_schedule(params: dict, framework: str, strategy: str | None) -> dict:
+    """The stage's training section without its counts: the step options (precision, channels_last,
+    compile, ...) and schedule keys the pipeline hands the simulator; rounds, epochs, batch and clients
+    are the smoke's own."""
+    from dssl.pipeline.pretrain import simulator_config, train_schedule
+
+    counts = ("rounds", "local_epochs", "epochs", "batch_size", "clients_per_round")
+    return {k: v for k, v in simulator_config(train_schedule(params, framework, strategy)).items() if k not in counts}
 
 
 def evaluation_run(args, params: dict, protocol: str, backbone: str, device: torch.device) -> dict:

@@ -174,6 +174,20 @@ def test_paper_smoke_cuts_each_paper_profiles_protocols_to_one_epoch(profile):
         assert row["images_per_s"] > 0, protocol
 
 
+@pytest.mark.parametrize("kind", ["pretrain_fl", "pretrain_decl", "pretrain_central", "pretrain_local"])
+def test_paper_smoke_trains_each_kind_with_its_sections_step_options(kind):
+    """Every kind with the precision and memory format its params section gives (bf16 + channels_last
+    in the paper profile), as the pipeline's stage would; only the counts are the smoke's."""
+    from dssl.planning.plan import load_plan_params
+
+    smoke = load_script("paper_smoke.py")
+    params, _ = load_plan_params(ROOT / "configs/paper.yaml", ROOT)
+    fields = next(f for k, f, _ in smoke.runs(params) if k == kind)
+    steps = smoke.step_schedule(params, kind.removeprefix("pretrain_"), fields.get("strategy"))
+    assert steps["precision"] == "bf16" and steps["channels_last"] is True
+    assert not {"rounds", "epochs", "local_epochs", "batch_size", "clients_per_round", "device"} & set(steps)
+
+
 def test_paper_smoke_each_runs_every_training_path_of_the_profile():
     """``--each``: one run per kind, backbone, method and strategy of the profile, none twice."""
     from dssl.pipeline.catalogue import instances
