@@ -18,7 +18,7 @@ steps of ``--batch`` synthetic images per round, ``--rounds`` rounds, SimSiam on
 (``resnet18_imagenet``) and on Tiny-ViT, MAE on Tiny-ViT.
 
     PYTHONPATH=src python benchmarks/gpu_determinism.py [--device cuda] [--size 224] [--batch 64]
-        [--steps 2] [--rounds 2]
+        [--steps 2] [--rounds 2] [--settings warn-only,math-attention,strict] [--cases simsiam:tiny_vit,...]
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--cases", default=",".join(f"{m}:{b}" for m, b in CASES), help="method:backbone,...")
     return parser.parse_args()
 
 
@@ -104,7 +105,7 @@ def main() -> None:
     print(f"device: {args.device} ({name}); torch {torch.__version__}; {args.size} px, batch {args.batch}, "
           f"{CLIENTS} clients x {args.steps} steps, {args.rounds} rounds; two runs per setting from seed 0")
     print(f"{'method':<8} {'backbone':<18} {'setting':<15} {'same bits':>9} {'max |diff|':>11} {'images/s':>9}", flush=True)
-    for method_name, backbone in CASES:
+    for method_name, backbone in (case.split(":", 1) for case in args.cases.split(",")):
         for setting in args.settings.split(","):
             head = f"{method_name:<8} {backbone:<18} {setting:<15}"
             try:
