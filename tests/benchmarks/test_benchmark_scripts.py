@@ -174,6 +174,35 @@ def test_paper_smoke_cuts_each_paper_profiles_protocols_to_one_epoch(profile):
         assert row["images_per_s"] > 0, protocol
 
 
+def test_paper_smoke_reports_a_refused_run_and_goes_on(monkeypatch, capsys, tmp_path):
+    """A run torch stops is one FAILED row with the error's first line; the rest run; exit status 1."""
+    import torch
+
+    smoke = load_script("paper_smoke.py")
+    train_run = smoke.train_run
+
+    def refuse_decl(args, params, kind, *rest):
+        if kind == "pretrain_decl":
+            raise RuntimeError("some_op does not have a deterministic implementation\nmore text")
+        return train_run(args, params, kind, *rest)
+
+    monkeypatch.setattr(smoke, "train_run", refuse_decl)
+    monkeypatch.setenv("DSSL_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("sys.argv", ["paper_smoke.py", "--params", "configs/ci.yaml", "--device", "cpu", "--size", "16",
+                                     "--batch", "4", "--steps", "1", "--threads", "1"])
+    threads = torch.get_num_threads()
+    try:
+        assert smoke.main() == 1
+    finally:
+        torch.set_num_threads(threads)  # main() sets the process's thread count
+    out = capsys.readouterr().out
+    assert re.search(r"^pretrain_decl\s+\S+\s+pretrain_decl@\S+\s+FAILED: some_op does not have a deterministic "
+                     r"implementation$", out, re.M), out
+    assert re.search(r"^pretrain_fl\s+\S+\s+pretrain_fl@\S+\s+\d+\.\d", out, re.M)
+    assert re.search(r"^evaluate\s+\S+\s+linear_probe\s+\d+\.\d", out, re.M)
+    assert "1 run(s) FAILED (above)" in out
+
+
 @pytest.mark.parametrize("kind", ["pretrain_fl", "pretrain_decl", "pretrain_central", "pretrain_local"])
 def test_paper_smoke_trains_each_kind_with_its_sections_step_options(kind):
     """Every kind with the precision and memory format its params section gives (bf16 + channels_last
