@@ -27,35 +27,25 @@ import argparse
 import contextlib
 import time
 
-import numpy as np
 import torch
+from gpu_round import CLIENTS, build_method, synthetic_clients  # the same models and data as the speed benchmark
 
 CASES = (("simsiam", "resnet18_imagenet"), ("simsiam", "tiny_vit"), ("mae", "tiny_vit"))
 SETTINGS = ("warn-only", "math-attention", "strict")
-CLIENTS = 5
 
 
 def run_once(args: argparse.Namespace, method_name: str, backbone: str, setting: str) -> tuple[dict, float]:
     """One FL run from seed 0; the final global state (on the CPU) and the last round's images/s."""
     import dssl.federation.simulator as simulator
-    from dssl.data.imageset import ArrayImageSet
-    from dssl.federation import ClientData, FLConfig, FLSimulator, OptimizerConfig, create_strategy
-    from dssl.methods import METHODS
-    from dssl.models.backbones import create_backbone
+    from dssl.federation import FLConfig, FLSimulator, OptimizerConfig, create_strategy
     from dssl.training.determinism import configure_determinism
 
-    per_client = args.steps * args.batch
-    rng = np.random.default_rng(0)
-    images = ArrayImageSet(rng.integers(0, 256, (CLIENTS * per_client, args.size, args.size, 3), dtype=np.uint8),
-                           np.zeros(CLIENTS * per_client, dtype=np.int64), 10)
-    clients = [ClientData(images, np.arange(i * per_client, (i + 1) * per_client)) for i in range(CLIENTS)]
+    clients = synthetic_clients(args.size, args.steps, args.batch)
     optimizer = (OptimizerConfig(name="adamw", base_lr=1.5e-4, weight_decay=0.05) if "vit" in backbone
                  else OptimizerConfig(name="sgd", base_lr=0.05, momentum=0.9, weight_decay=1e-4))
     config = FLConfig(rounds=args.rounds, clients_per_round=CLIENTS, batch_size=args.batch, optimizer=optimizer,
                       deterministic=True)
-    torch.manual_seed(0)
-    overrides = {"patch_size": args.size // 8} if "vit" in backbone and args.size % 14 else {}
-    method = METHODS[method_name](create_backbone(backbone, args.size, 3, **overrides), args.size, 3).to(args.device)
+    method = build_method(backbone, args.size, method_name, torch.device(args.device))
 
     def warn_only(enabled: bool = True) -> None:
         configure_determinism(enabled)

@@ -96,17 +96,24 @@ def optimizer_for(backbone: str):
     return OptimizerConfig(name="sgd", base_lr=1.5e-4, momentum=0.9, weight_decay=1e-4)
 
 
+def synthetic_clients(size: int, steps: int, batch: int) -> list:
+    """``CLIENTS`` clients of ``steps x batch`` random uint8 RGB images each (seed 0), one local epoch apart."""
+    from dssl.data.imageset import ArrayImageSet
+    from dssl.federation import ClientData
+
+    per_client = steps * batch
+    rng = np.random.default_rng(0)
+    images = ArrayImageSet(rng.integers(0, 256, (CLIENTS * per_client, size, size, 3), dtype=np.uint8),
+                           np.zeros(CLIENTS * per_client, dtype=np.int64), 10)
+    return [ClientData(images, np.arange(i * per_client, (i + 1) * per_client)) for i in range(CLIENTS)]
+
+
 def run_one(args: argparse.Namespace, backbone: str, option: str) -> dict:
     """One (model, option): warm-up round + timed rounds in the FL simulator; the figures as a dict."""
-    from dssl.data.imageset import ArrayImageSet
-    from dssl.federation import ClientData, FLConfig, FLSimulator, create_strategy
+    from dssl.federation import FLConfig, FLSimulator, create_strategy
 
     device = torch.device(args.device)
-    per_client = args.steps * args.batch
-    rng = np.random.default_rng(0)
-    images = ArrayImageSet(rng.integers(0, 256, (CLIENTS * per_client, args.size, args.size, 3), dtype=np.uint8),
-                           np.zeros(CLIENTS * per_client, dtype=np.int64), 10)
-    clients = [ClientData(images, np.arange(i * per_client, (i + 1) * per_client)) for i in range(CLIENTS)]
+    clients = synthetic_clients(args.size, args.steps, args.batch)
     config = FLConfig(rounds=1 + args.rounds, clients_per_round=CLIENTS, batch_size=args.batch,
                       optimizer=optimizer_for(backbone), deterministic=args.deterministic,
                       **step_settings(option))
