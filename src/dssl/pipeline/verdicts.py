@@ -8,8 +8,8 @@ commit. A params file's ``report.verdicts_elsewhere`` (label -> such a folder) p
 (``reporting.verdicts``): recorded with the same params md5 and code digest, they mark the claims whose
 verdict differs as fragile. The typical use: the same commit run once more with torch's and oneDNN's
 kernels pinned to another instruction set (``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2``: on an
-AVX512 AMD EPYC this gives an AVX2 EPYC's bits; ``MKL_CBWR=AVX2`` would add MKL's Intel AVX2 branch, which
-an AMD CPU does not run unpinned). ``MKL_CBWR`` is recorded when set.
+AVX512 AMD EPYC this gives an AVX2 EPYC's bits; ``MKL_CBWR=AVX2`` would also switch MKL to its
+reproducibility-mode code, which no unpinned run executes). ``MKL_CBWR`` is recorded when set.
 """
 
 from __future__ import annotations
