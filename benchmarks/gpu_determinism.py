@@ -29,6 +29,7 @@ import time
 
 import torch
 from gpu_round import CLIENTS, build_method, synthetic_clients  # the same models and data as the speed benchmark
+from paper_smoke import first_line  # a refused run is reported as paper_smoke reports it
 
 CASES = (("simsiam", "resnet18_imagenet"), ("simsiam", "tiny_vit"), ("mae", "tiny_vit"))
 SETTINGS = ("warn-only", "math-attention", "strict")
@@ -101,7 +102,7 @@ def main() -> None:
             try:
                 (first, rate), (second, _) = (run_once(args, method_name, backbone, setting) for _ in range(2))
             except RuntimeError as error:
-                print(f"{head} FAILED: {str(error).splitlines()[0][:160]}", flush=True)
+                print(f"{head} FAILED: {first_line(error)}", flush=True)
                 continue
             equal, gap = compare(first, second)
             print(f"{head} {'yes' if equal else 'no':>9} {gap:>11.3g} {rate:>9.1f}", flush=True)
