@@ -67,12 +67,16 @@ def test_the_report_counts_and_labels_fragile_claims() -> None:
     outputs = [SectionOutput("table1", "## Table 1\n\ntext", FINDINGS, None, {})]
     avx2 = record("avx2-kernels", {"a vs b": "supported", "c vs b": "supported", "d vs e": "untestable"})
     text = render_readme(ctx, outputs, [avx2])
-    assert ("**1 of 3 claims are fragile**: avx2-kernels gave another verdict with the same params and code "
+    assert ("**1 of 3 claims is fragile**: avx2-kernels gave another verdict with the same params and code "
             "(compared: avx2-kernels;") in text
     # a second record that agrees is listed as compared, not as one that gave another verdict
     avx512 = record("avx512-kernels", {"a vs b": "supported", "c vs b": "inconclusive"})
-    assert ("**1 of 3 claims are fragile**: avx2-kernels gave another verdict with the same params and code "
+    assert ("**1 of 3 claims is fragile**: avx2-kernels gave another verdict with the same params and code "
             "(compared: avx512-kernels, avx2-kernels;") in render_readme(ctx, outputs, [avx512, avx2])
+    # two records that disagree with this build are named as a list
+    other = record("avx2-pinned", {"a vs b": "supported", "c vs b": "supported"})
+    assert ("**1 of 3 claims is fragile**: avx2-pinned and avx2-kernels gave another verdict with the same params"
+            in render_readme(ctx, outputs, [other, avx2]))
     assert "## Verdicts on other CPU kernels" in text
     assert "**inconclusive** (fragile)" in text          # the claims table
     per_claim = text.split("## Verdicts per claim")[1].split("\n## ")[0]

@@ -24,10 +24,11 @@ def strategy_text(spec: dict) -> str:
 
 
 def _schedule(train: dict) -> str:
-    """A training schedule as params.yaml states it: "20 rounds x 1 local epochs, 5 clients per round, batch 32"."""
+    """A training schedule as params.yaml states it: "20 rounds x 1 local epoch, 5 clients per round, batch 32"."""
     parts = []
     if "rounds" in train:
-        parts.append(f"{train['rounds']} rounds x {train.get('local_epochs', 1)} local epochs")
+        epochs = train.get("local_epochs", 1)
+        parts.append(f"{train['rounds']} rounds x {epochs} local epoch{'' if epochs == 1 else 's'}")
     if "epochs" in train:
         parts.append(f"{train['epochs']} epochs")
     if "clients_per_round" in train:

@@ -115,10 +115,16 @@ def _fragile_sentence(claims: list[Finding], elsewhere: pd.DataFrame | None, rec
     caveat = (f"; every compared run used the same CPU kernels as this build ({same}): no other kind is compared yet"
               if same else "")
     differ = disagreeing_records(elsewhere, records)
-    found = (f"{', '.join(differ)} gave another verdict with the same params and code" if differ else
+    found = (f"{_listed(differ)} gave another verdict with the same params and code" if differ else
              "every run with the same params and code gave the same verdicts")
-    return (f" **{count} of {len(claims)} claims are {FRAGILE}**: {found}{caveat} (compared: {', '.join(compared)}; "
+    verb = "is" if count == 1 else "are"
+    return (f" **{count} of {len(claims)} claims {verb} {FRAGILE}**: {found}{caveat} (compared: {', '.join(compared)}; "
             "section \"Verdicts on other CPU kernels\").")
+
+
+def _listed(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(filter(None, [", ".join(names[:-1]), names[-1]])) if names else ""
 
 
 def _same_kernels(records: list[VerdictRecord], hardware: list[str]) -> str | None:
