@@ -243,14 +243,22 @@ def test_gpu_determinism_compares_two_runs_per_setting(tmp_path):
     assert len(rows) == 2 and all(same == "yes" and float(gap) == 0 for *_, same, gap in rows), done.stdout
 
 
-def test_backbone_throughput_times_every_case(tmp_path):
-    """One row per backbone x method case, each with a positive training rate."""
-    done = run_script("backbone_throughput.py", "--batch-size", "2", "--threads", "1", "--warmup", "0",
-                      "--seconds", "0.01", cwd=tmp_path)
+def test_backbone_throughput_times_each_model_of_the_params_file(tmp_path):
+    """A row per model named (the params file's, or a bare backbone), each with a rate and two step times;
+    the GEMM reference line last; a name the params file lacks is refused before anything is timed."""
+    done = run_script("backbone_throughput.py", "--params", str(ROOT / "params.yaml"), "--models", "simsiam-cnn",
+                      "mae-vit", "backbone:cnn_small", "--batch-size", "4", "--warmup", "0", "--seconds", "0.01",
+                      cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = re.findall(r"^(\w+)\s+(\w+)\s+(\d+)$", done.stdout, re.M)
-    assert [(backbone, method) for backbone, method, _ in rows] == list(load_script("backbone_throughput.py").CASES)
-    assert all(int(rate) > 0 for *_, rate in rows), done.stdout
+    assert "8 x 8 px, batch 4" in done.stdout   # the params file's image size
+    rows = re.findall(r"^(\S+)\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$", done.stdout, re.M)
+    assert [row[0] for row in rows] == ["simsiam-cnn", "mae-vit", "backbone:cnn_small"], done.stdout
+    assert all(int(rate) > 0 and float(step) > 0 and float(smallest) > 0 for _, rate, step, smallest in rows)
+    assert re.search(r"^GEMM 288x96 @ 96x288: \d+\.\d GFLOP/s$", done.stdout, re.M), done.stdout
+    refused = run_script("backbone_throughput.py", "--params", str(ROOT / "params.yaml"), "--models", "mae-vti",
+                         cwd=tmp_path)
+    assert refused.returncode == 2 and "--models: ['mae-vti'] are not models of" in refused.stderr
+    assert "model " not in refused.stdout
 
 
 def test_theory_bench_times_the_sweep_and_checks_the_claims(tmp_path):
