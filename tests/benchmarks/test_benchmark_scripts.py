@@ -244,15 +244,15 @@ def test_gpu_determinism_compares_two_runs_per_setting(tmp_path):
 
 
 def test_backbone_throughput_times_each_model_of_the_params_file(tmp_path):
-    """A row per model named (the params file's, or a bare backbone), each with a rate and two step times;
-    the GEMM reference line last; a name the params file lacks is refused before anything is timed."""
+    """A row per model named, each with a rate and two step times; the GEMM reference line last; a name
+    the params file lacks is refused before anything is timed."""
     done = run_script("backbone_throughput.py", "--params", str(ROOT / "params.yaml"), "--models", "simsiam-cnn",
-                      "mae-vit", "backbone:cnn_small", "--batch-size", "4", "--warmup", "0", "--seconds", "0.01",
+                      "mae-vit", "byol-cnn", "--batch-size", "4", "--warmup", "0", "--seconds", "0.01",
                       cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "8 x 8 px, batch 4" in done.stdout   # the params file's image size
+    assert "8 x 8 px, batch 4, eager" in done.stdout   # the params file's image size
     rows = re.findall(r"^(\S+)\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$", done.stdout, re.M)
-    assert [row[0] for row in rows] == ["simsiam-cnn", "mae-vit", "backbone:cnn_small"], done.stdout
+    assert [row[0] for row in rows] == ["simsiam-cnn", "mae-vit", "byol-cnn"], done.stdout
     assert all(int(rate) > 0 and float(step) > 0 and float(smallest) > 0 for _, rate, step, smallest in rows)
     assert re.search(r"^GEMM 288x96 @ 96x288: \d+\.\d GFLOP/s$", done.stdout, re.M), done.stdout
     refused = run_script("backbone_throughput.py", "--params", str(ROOT / "params.yaml"), "--models", "mae-vti",
