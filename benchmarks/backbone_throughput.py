@@ -25,10 +25,10 @@ import torch
 from torch import nn
 
 from dssl.config.params import read_params
-from dssl.config.sections import backbone_family
 from dssl.data.datasets import DATASETS
 from dssl.federation.local import OptimizerConfig, build_optimizer
 from dssl.methods import create_method
+from dssl.pipeline.pretrain import optimizer_config
 from dssl.training.options import StepOptions
 from dssl.training.step import TrainStep
 
@@ -44,7 +44,7 @@ def build_method(params: dict, model: str) -> tuple[nn.Module, OptimizerConfig, 
     in_chans = dataset.prepared_shape(params["datasets"][pretrain["dataset"]] or {})[0]
     method = create_method(spec["method"], spec["backbone"], pretrain["image_size"], in_chans,
                            **{**dataset.view_hparams, **spec.get("hparams", {})})
-    return method, OptimizerConfig(**pretrain["optimizers"][backbone_family(spec["backbone"])]), in_chans
+    return method, OptimizerConfig(**optimizer_config(params, model)), in_chans
 
 
 def time_steps(method: nn.Module, recipe: OptimizerConfig, batch: torch.Tensor, options: StepOptions,
