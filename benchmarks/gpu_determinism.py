@@ -15,7 +15,8 @@ per setting and compares the final global models bit for bit:
 Printed per setting: whether the two runs' final weights are equal, the largest absolute difference,
 and the images/s of the last round (the price of the setting). Setting: FedAvg, 5 clients x ``--steps``
 steps of ``--batch`` synthetic images per round, ``--rounds`` rounds, SimSiam on ResNet-18
-(``resnet18_imagenet``) and on Tiny-ViT, MAE on Tiny-ViT.
+(``resnet18_imagenet``) and on Tiny-ViT, MAE on Tiny-ViT, each with the optimizer ``configs/paper.yaml``
+gives its backbone (SGD for ResNet-18, AdamW for Tiny-ViT, lr 1.5e-4 x batch / 256).
 
     PYTHONPATH=src python benchmarks/gpu_determinism.py [--device cuda] [--size 224] [--batch 64]
         [--steps 2] [--rounds 2] [--settings warn-only,math-attention,strict] [--cases simsiam:tiny_vit,...]
@@ -28,7 +29,8 @@ import contextlib
 import time
 
 import torch
-from gpu_round import CLIENTS, build_method, synthetic_clients  # the same models and data as the speed benchmark
+# the speed benchmark's models, optimizers (configs/paper.yaml's) and synthetic clients
+from gpu_round import CLIENTS, build_method, optimizer_for, synthetic_clients
 from paper_smoke import first_line  # a refused run is reported as paper_smoke reports it
 
 CASES = (("simsiam", "resnet18_imagenet"), ("simsiam", "tiny_vit"), ("mae", "tiny_vit"))
@@ -38,14 +40,12 @@ SETTINGS = ("warn-only", "math-attention", "strict")
 def run_once(args: argparse.Namespace, method_name: str, backbone: str, setting: str) -> tuple[dict, float]:
     """One FL run from seed 0; the final global state (on the CPU) and the last round's images/s."""
     import dssl.federation.simulator as simulator
-    from dssl.federation import FLConfig, FLSimulator, OptimizerConfig, create_strategy
+    from dssl.federation import FLConfig, FLSimulator, create_strategy
     from dssl.training.determinism import configure_determinism
 
     clients = synthetic_clients(args.size, args.steps, args.batch)
-    optimizer = (OptimizerConfig(name="adamw", base_lr=1.5e-4, weight_decay=0.05) if "vit" in backbone
-                 else OptimizerConfig(name="sgd", base_lr=0.05, momentum=0.9, weight_decay=1e-4))
-    config = FLConfig(rounds=args.rounds, clients_per_round=CLIENTS, batch_size=args.batch, optimizer=optimizer,
-                      deterministic=True)
+    config = FLConfig.from_dict(dict(rounds=args.rounds, clients_per_round=CLIENTS, batch_size=args.batch,
+                                     optimizer=optimizer_for(backbone), deterministic=True))
     method = build_method(backbone, args.size, method_name, torch.device(args.device))
 
     def warn_only(enabled: bool = True) -> None:

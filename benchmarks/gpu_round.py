@@ -60,6 +60,7 @@ CLIENTS = 5
 PAPER = {"size": 224, "batch": 128, "steps": 3}
 CPU_REDUCED = {"size": 64, "batch": 16, "steps": 2}
 RESULTS = Path(__file__).resolve().parent / "results" / "gpu_round.json"
+PAPER_PARAMS = Path(__file__).resolve().parents[1] / "configs" / "paper.yaml"
 
 
 def step_settings(option: str) -> dict:
@@ -87,13 +88,14 @@ def build_method(backbone: str, size: int, method: str, device: torch.device) ->
     return METHODS[method](encoder, size, 3).to(device)
 
 
-def optimizer_for(backbone: str):
-    """Paper A's optimizers: SGD for the CNN, AdamW (no decay on norms and biases) for the ViT."""
-    from dssl.federation import OptimizerConfig
+def optimizer_for(backbone: str) -> dict:
+    """The optimizer recipe ``configs/paper.yaml`` gives the backbone's family (``pretrain.optimizers``, what
+    the paper profile's stages train with): SGD for ResNet-18, AdamW without decay on norms and biases for
+    Tiny-ViT. A mapping, which ``FLConfig.from_dict`` turns into the optimizer as it does for a stage."""
+    from dssl.config.sections import backbone_family
+    from dssl.yamlio import load_yaml
 
-    if "vit" in backbone:
-        return OptimizerConfig(name="adamw", base_lr=1.5e-4, weight_decay=0.05, exclude_norm_bias_from_decay=True)
-    return OptimizerConfig(name="sgd", base_lr=1.5e-4, momentum=0.9, weight_decay=1e-4)
+    return load_yaml(PAPER_PARAMS.read_text())["pretrain"]["optimizers"][backbone_family(backbone)]
 
 
 def synthetic_clients(size: int, steps: int, batch: int) -> list:
@@ -114,9 +116,9 @@ def run_one(args: argparse.Namespace, backbone: str, option: str) -> dict:
 
     device = torch.device(args.device)
     clients = synthetic_clients(args.size, args.steps, args.batch)
-    config = FLConfig(rounds=1 + args.rounds, clients_per_round=CLIENTS, batch_size=args.batch,
-                      optimizer=optimizer_for(backbone), deterministic=args.deterministic,
-                      **step_settings(option))
+    config = FLConfig.from_dict(dict(rounds=1 + args.rounds, clients_per_round=CLIENTS, batch_size=args.batch,
+                                     optimizer=optimizer_for(backbone), deterministic=args.deterministic,
+                                     **step_settings(option)))
     method = build_method(backbone, args.size, args.method, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
