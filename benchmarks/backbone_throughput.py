@@ -28,7 +28,7 @@ from dssl.config.params import read_params
 from dssl.data.datasets import DATASETS
 from dssl.federation.local import OptimizerConfig, build_optimizer
 from dssl.methods import create_method
-from dssl.pipeline.pretrain import optimizer_config
+from dssl.pipeline.pretrain import method_hparams, optimizer_config
 from dssl.training.options import StepOptions
 from dssl.training.step import TrainStep
 
@@ -43,7 +43,7 @@ def build_method(params: dict, model: str) -> tuple[nn.Module, OptimizerConfig, 
     dataset = DATASETS[pretrain["dataset"]]
     in_chans = dataset.prepared_shape(params["datasets"][pretrain["dataset"]] or {})[0]
     method = create_method(spec["method"], spec["backbone"], pretrain["image_size"], in_chans,
-                           **{**dataset.view_hparams, **spec.get("hparams", {})})
+                           **method_hparams(params, model))
     return method, OptimizerConfig(**optimizer_config(params, model)), in_chans
 
 

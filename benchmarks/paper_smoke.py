@@ -79,11 +79,13 @@ def reset_peak(device: torch.device) -> None:
 
 
 def build(params: dict, model: str, size: int, channels: int, device: torch.device):
+    """The model as a stage builds it (its method hyper-parameters: ``method_hparams``), at the smoke's size."""
     from dssl.methods import create_method
+    from dssl.pipeline.pretrain import method_hparams
 
     spec = params["models"][model]
     torch.manual_seed(0)
-    return create_method(spec["method"], spec["backbone"], size, channels, **(spec.get("hparams") or {})).to(device)
+    return create_method(spec["method"], spec["backbone"], size, channels, **method_hparams(params, model)).to(device)
 
 
 def train_run(args, params: dict, kind: str, fields: dict, channels: int, device: torch.device) -> dict:

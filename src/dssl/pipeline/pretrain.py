@@ -39,24 +39,26 @@ from dssl.training.preemption import SAVE_EVERY_S
 
 
 def build_method(params: dict, model: str, seed: int, device: str = "cpu"):
-    """The model's SSL method, initialised from the run's seed (same seed -> same initial weights).
-
-    Its hyper-parameters: the pretraining dataset's view defaults (``DatasetEntry.view_hparams``: no
-    horizontal flips for digits), overridden by the model's own ``hparams``.
-    """
+    """The model's SSL method (hyper-parameters: ``method_hparams``), initialised from the run's seed
+    (same seed -> same initial weights), and the prepared training split it trains on."""
     import torch
 
-    from dssl.data.datasets import DATASETS
     from dssl.methods import create_method
 
     spec = params["models"][model]
-    pretrain = params["pretrain"]
     train = load_pretrain_set(params)
-    hparams = {**DATASETS[pretrain["dataset"]].view_hparams, **spec.get("hparams", {})}
     torch.manual_seed(seed)
-    method = create_method(spec["method"], spec["backbone"], pretrain["image_size"], train.image_shape[0],
-                           **hparams)
+    method = create_method(spec["method"], spec["backbone"], params["pretrain"]["image_size"], train.image_shape[0],
+                           **method_hparams(params, model))
     return method.to(device), train
+
+
+def method_hparams(params: dict, model: str) -> dict:
+    """A model's method hyper-parameters: the pretraining dataset's view defaults
+    (``DatasetEntry.view_hparams``: no horizontal flips for digits), overridden by the model's own ``hparams``."""
+    from dssl.data.datasets import DATASETS
+
+    return {**DATASETS[params["pretrain"]["dataset"]].view_hparams, **(params["models"][model].get("hparams") or {})}
 
 
 def load_pretrain_set(params: dict):
