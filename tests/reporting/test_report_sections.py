@@ -230,6 +230,21 @@ def test_readme_sync_copies_the_summary_and_the_verdicts_per_claim_from_the_repo
         sync_readme(readme, tmp_path / "reports" / "README.md")
 
 
+
+def test_readme_sync_before_any_report_is_one_error_naming_the_missing_report(tmp_path, monkeypatch, capsys):
+    """A clean clone has no reports/README.md: the command says so in one line (exit 2), no traceback."""
+    from dssl.cli import EXIT_BAD_INPUT, main
+    from dssl.reporting.readme import BLOCK_END, BLOCK_START
+
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Project\n{BLOCK_START}\nold numbers\n{BLOCK_END}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["readme", "sync"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "reports/README.md" in err and "run `make repro` first" in err
+    assert "old numbers" in readme.read_text()
+
 def test_fig2a_and_table1_read_only_their_strategy_entry(tmp_path):
     """Other strategies' cells on the same graphs and partitions (DecMAR, consensus rules, FedMAR) stay out."""
     records = fig2a_records({("uniform", 3): 0.70, ("uniform", 10): 0.75, ("complete", 20): 0.80})
