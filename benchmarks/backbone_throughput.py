@@ -53,18 +53,14 @@ def time_steps(method: nn.Module, recipe: OptimizerConfig, batch: torch.Tensor, 
     ``min_seconds`` have passed."""
     method.train()
     step = TrainStep(method, build_optimizer(method, recipe, recipe.lr(batch.shape[0])), options)
-
-    def loss(images: torch.Tensor) -> dict:
-        return method.training_loss(images)
-
     start = time.perf_counter()
-    step(batch, loss)
+    step(batch, method.training_loss)
     first = time.perf_counter() - start
     for _ in range(warmup):
-        step(batch, loss)
+        step(batch, method.training_loss)
     steps, start = 0, time.perf_counter()
     while (elapsed := time.perf_counter() - start) < min_seconds or steps == 0:
-        step(batch, loss)
+        step(batch, method.training_loss)
         steps += 1
     return first, elapsed / steps
 

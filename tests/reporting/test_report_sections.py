@@ -230,7 +230,6 @@ def test_readme_sync_copies_the_summary_and_the_verdicts_per_claim_from_the_repo
         sync_readme(readme, tmp_path / "reports" / "README.md")
 
 
-
 def test_readme_sync_before_any_report_is_one_error_naming_the_missing_report(tmp_path, monkeypatch, capsys):
     """A clean clone has no reports/README.md: the command says so in one line (exit 2), no traceback."""
     from dssl.cli import EXIT_BAD_INPUT, main
@@ -244,6 +243,7 @@ def test_readme_sync_before_any_report_is_one_error_naming_the_missing_report(tm
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "reports/README.md" in err and "run `make repro` first" in err
     assert "old numbers" in readme.read_text()
+
 
 def test_fig2a_and_table1_read_only_their_strategy_entry(tmp_path):
     """Other strategies' cells on the same graphs and partitions (DecMAR, consensus rules, FedMAR) stay out."""
