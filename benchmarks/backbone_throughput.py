@@ -44,7 +44,7 @@ def build_method(params: dict, model: str) -> tuple[nn.Module, OptimizerConfig, 
     in_chans = dataset.prepared_shape(params["datasets"][pretrain["dataset"]] or {})[0]
     method = create_method(spec["method"], spec["backbone"], pretrain["image_size"], in_chans,
                            **method_hparams(params, model))
-    return method, OptimizerConfig(**optimizer_config(params, model)), in_chans
+    return method, OptimizerConfig.from_dict(optimizer_config(params, model)), in_chans
 
 
 def time_steps(method: nn.Module, recipe: OptimizerConfig, batch: torch.Tensor, options: StepOptions,

@@ -76,6 +76,7 @@ def test_configs_from_params_mappings():
     config = FLConfig.from_dict({"rounds": 3, "clients_per_round": 2,
                                  "optimizer": {"name": "adamw", "betas": [0.9, 0.95], "weight_decay": 0.05}})
     assert config.optimizer == OptimizerConfig(name="adamw", betas=(0.9, 0.95), weight_decay=0.05)
+    assert OptimizerConfig.from_dict({"name": "adamw", "betas": [0.9, 0.95], "weight_decay": 0.05}) == config.optimizer
     with pytest.raises(TypeError, match="clients_per_round"):
         DecLConfig.from_dict({"rounds": 3, "clients_per_round": 2})
     with pytest.raises(ValueError, match="rounds"):

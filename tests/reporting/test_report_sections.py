@@ -209,6 +209,7 @@ def test_write_report_numbers_match_the_csvs(tmp_path):
 
 
 def test_readme_sync_copies_the_summary_and_the_verdicts_per_claim_from_the_report(tmp_path):
+    from dssl.artifacts import ArtifactError
     from dssl.reporting.readme import BLOCK_END, BLOCK_START, sync_readme
 
     write_results(tmp_path / "results", table1_records(iid=0.90, label=0.85))
@@ -226,7 +227,7 @@ def test_readme_sync_copies_the_summary_and_the_verdicts_per_claim_from_the_repo
     assert "![" not in text   # figures exist only after a run: the README links, the report shows them
     assert not sync_readme(readme, tmp_path / "reports" / "README.md")   # idempotent
     readme.write_text("no markers")
-    with pytest.raises(ValueError, match="needs exactly one block"):
+    with pytest.raises(ArtifactError, match="needs exactly one block"):
         sync_readme(readme, tmp_path / "reports" / "README.md")
 
 
@@ -241,8 +242,14 @@ def test_readme_sync_before_any_report_is_one_error_naming_the_missing_report(tm
     monkeypatch.chdir(tmp_path)
     assert main(["readme", "sync"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "reports/README.md" in err and "run `make repro` first" in err
+    assert err.count("\n") == 0 and "reports/README.md" in err and "Run `make repro` first" in err
     assert "old numbers" in readme.read_text()
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "README.md").write_text("# Report\n")
+    readme.write_text("# Project without the block\n")
+    assert main(["readme", "sync"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "README.md: needs exactly one block" in err and "git checkout README.md" in err
 
 
 def test_fig2a_and_table1_read_only_their_strategy_entry(tmp_path):

@@ -87,6 +87,14 @@ class OptimizerConfig:
     exclude_norm_bias_from_decay: bool = False
     schedule: str = "constant"  # constant | cosine (over rounds)
 
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "OptimizerConfig":
+        """From a params recipe (``pretrain.optimizers.<family>``): YAML's ``betas`` list becomes a tuple."""
+        values = dict(values)
+        if "betas" in values:
+            values["betas"] = tuple(values["betas"])
+        return cls(**values)
+
     def lr(self, batch_size: int) -> float:
         return self.base_lr * batch_size / LR_REFERENCE_BATCH
 

@@ -104,10 +104,7 @@ class TrainConfig:
             raise TypeError(f"unknown {cls.__name__} keys {sorted(unknown)}; known: {sorted(known)}")
         values = dict(values)
         if isinstance(values.get("optimizer"), Mapping):
-            optimizer = dict(values["optimizer"])
-            if "betas" in optimizer:
-                optimizer["betas"] = tuple(optimizer["betas"])
-            values["optimizer"] = OptimizerConfig(**optimizer)
+            values["optimizer"] = OptimizerConfig.from_dict(values["optimizer"])
         return cls(**values)
 
     def validate(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from dssl.artifacts import ArtifactError
 from dssl.reporting.claims import ALL_VERDICTS, UNTESTABLE, Finding, gate_failures
 from dssl.reporting.results import load_graph_stats, load_results, load_weight_distances
 from dssl.reporting.sections import FIGURES, FOLDER, ReportContext, SectionOutput, create_section
@@ -398,13 +399,16 @@ def readme_links(block: str) -> str:
 
 
 def sync_readme(readme: Path, report: Path, check: bool = False) -> bool:
-    """Replace the README's expected-results block by the report's; True when it changed (or would)."""
+    """Replace the README's expected-results block by the report's; True when it changed (or would).
+    ``ArtifactError`` (one line naming the file and the fix) when there is no report yet (a clean clone)
+    or the README lacks its block."""
     readme, report = Path(readme), Path(report)
     if not report.is_file():
-        raise FileNotFoundError(f"{report}: no generated report; run `make repro` first")
+        raise ArtifactError(report, "no generated report", recovery="Run `make repro` first.")
     text = readme.read_text()
     if text.count(BLOCK_START) != 1 or text.count(BLOCK_END) != 1 or text.index(BLOCK_START) > text.index(BLOCK_END):
-        raise ValueError(f"{readme}: needs exactly one block between {BLOCK_START!r} and {BLOCK_END!r}")
+        raise ArtifactError(readme, f"needs exactly one block between {BLOCK_START!r} and {BLOCK_END!r}",
+                            recovery=f"Restore it with `git checkout {readme.name}`.")
     head, rest = text.split(BLOCK_START)
     _, tail = rest.split(BLOCK_END)
     block = readme_links(expected_results_block(report.read_text()))
