@@ -231,8 +231,9 @@ def test_readme_sync_copies_the_summary_and_the_verdicts_per_claim_from_the_repo
         sync_readme(readme, tmp_path / "reports" / "README.md")
 
 
-def test_readme_sync_before_any_report_is_one_error_naming_the_missing_report(tmp_path, monkeypatch, capsys):
-    """A clean clone has no reports/README.md: the command says so in one line (exit 2), no traceback."""
+def test_readme_sync_without_a_report_or_its_block_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """A clean clone has no reports/README.md, an edited README may have lost its block: the command says
+    which in one line with the fix (exit 2), no traceback, and leaves the README alone."""
     from dssl.cli import EXIT_BAD_INPUT, main
     from dssl.reporting.readme import BLOCK_END, BLOCK_START
 
