@@ -17,6 +17,7 @@ from dssl.reporting.readme import _fragile_sentence, claims_forest, other_kernel
 from dssl.reporting.sections import ReportContext, SectionOutput
 from dssl.reporting.stats import Interval
 from dssl.reporting.verdicts import NOT_CHECKED, VerdictRecord, disagreeing_records, fragile_keys, verdicts_elsewhere
+from dssl.tracking.lineage import hardware_label
 
 DROP = "non-IID pretraining lowers accuracy (paper A, Table 1)"
 
@@ -95,18 +96,25 @@ def _finished_run(root: Path) -> None:
     (root / "reports/lineage/code/pretrain_fl.json").write_text(json.dumps(
         {"kind": "pretrain_fl", "entry": "dssl.pipeline.pretrain", "files": {"src/a.py": "00aa"}}))
     (root / "reports/metrics/fl/cell/seed-0").mkdir(parents=True)
-    (root / "reports/metrics/fl/cell/seed-0/digits-knn.json").write_text(json.dumps({"hardware": "cpu (AVX2)"}))
+    (root / "reports/metrics/fl/cell/seed-0/digits-knn.json").write_text(json.dumps({"hardware": PINNED_AVX2}))
+
+
+# what a stage writes when it ran with ATEN_CPU_CAPABILITY=avx2 (tracking.lineage.hardware_label)
+PINNED_AVX2 = hardware_label({"hardware.cpu": "cpu", "hardware.cpu_capability": "AVX2", "hardware.torch": "2.x",
+                              "hardware.accelerator": "none", "hardware.kernel_pins": "ATEN_CPU_CAPABILITY=avx2"})
 
 
 def test_export_records_the_source_and_load_compares_params_and_code(tmp_path, monkeypatch) -> None:
     _finished_run(tmp_path)
-    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)   # the pins come from the results, not the shell
     out = export(tmp_path, Path("params.yaml"), "avx2-kernels")
     source = json.loads((out / "source.json").read_text())
-    assert source["hardware"] == ["cpu (AVX2)"] and source["kernels"] == {"ATEN_CPU_CAPABILITY": "avx2"}
+    assert source["hardware"] == [PINNED_AVX2] and source["kernels"] == {"ATEN_CPU_CAPABILITY": "avx2"}
+    assert PINNED_AVX2 == "cpu (AVX2), torch 2.x, kernels pinned: ATEN_CPU_CAPABILITY=avx2"
     entries = {"avx2-kernels": "reports/verdicts/avx2-kernels"}
     [same] = load_records(tmp_path, Path("params.yaml"), entries)
     assert same.comparable and list(same.claims["verdict"]) == ["supported"]
+    assert same.describe().count("ATEN_CPU_CAPABILITY=avx2") == 1   # named once, by the results' hardware
     # the build that lists the record in report.verdicts_elsewhere has the record's params
     (tmp_path / "params.yaml").write_text("profile: embedded\nseeds: [0, 1]\n"
                                           "report: {verdicts_elsewhere: {avx2-kernels: reports/verdicts/avx2-kernels}}\n")
@@ -117,6 +125,19 @@ def test_export_records_the_source_and_load_compares_params_and_code(tmp_path, m
     (tmp_path / "reports/lineage/code/pretrain_fl.json").write_text(json.dumps(
         {"kind": "pretrain_fl", "entry": "dssl.pipeline.pretrain", "files": {"src/a.py": "11bb"}}))
     assert not load_records(tmp_path, Path("params.yaml"), entries)[0].comparable
+
+
+def test_a_run_whose_results_ran_under_other_pins_is_not_recorded(tmp_path, monkeypatch) -> None:
+    """One result file computed without the pins (say, restored from a run before): the record would name
+    kernels that did not compute all of it, so export refuses and names both settings."""
+    _finished_run(tmp_path)
+    (tmp_path / "reports/metrics/fl/cell/seed-1").mkdir()
+    unpinned = PINNED_AVX2.split(", kernels pinned")[0]
+    (tmp_path / "reports/metrics/fl/cell/seed-1/digits-knn.json").write_text(json.dumps({"hardware": unpinned}))
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    with pytest.raises(StageError, match="different kernel pins"):
+        export(tmp_path, Path("params.yaml"), "avx2-pinned")
+    assert not (tmp_path / "reports/verdicts/avx2-pinned").exists()
 
 
 def test_bad_labels_and_damaged_records_are_one_clear_error(tmp_path) -> None:

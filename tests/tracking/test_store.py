@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from dssl.tracking import StageRecord, log_stage, stage_runs
-from dssl.tracking.lineage import content_hash, cpu_model, hardware, hardware_label, params_hash
+from dssl.tracking.lineage import (KERNEL_PINS, content_hash, cpu_model, hardware, hardware_label, label_pins,
+                                   params_hash)
 
 WRITER = """
 import sys
@@ -78,10 +79,13 @@ def test_logging_leaves_no_tracking_uri_for_later_processes(tmp_path: Path, monk
     assert len(stage_runs(tmp_path, "leak")) == 1
 
 
-def test_hardware_names_the_cpu_and_the_kernels_the_numbers_depend_on() -> None:
+def test_hardware_names_the_cpu_and_the_kernels_the_numbers_depend_on(monkeypatch) -> None:
     import torch
 
+    for name in KERNEL_PINS:
+        monkeypatch.delenv(name, raising=False)
     facts = hardware()
+    assert facts["hardware.kernel_pins"] == "none"
     assert facts["hardware.cpu"] == cpu_model() and facts["hardware.cpu"] != "unknown"
     assert facts["hardware.cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert facts["hardware.torch"] == torch.__version__ and facts["hardware.accelerator"] == "none"
@@ -89,6 +93,20 @@ def test_hardware_names_the_cpu_and_the_kernels_the_numbers_depend_on() -> None:
     assert label == f"{facts['hardware.cpu']} ({facts['hardware.cpu_capability']}), torch {torch.__version__}"
     assert hardware_label({**facts, "hardware.accelerator": "NVIDIA H200"}).endswith(", NVIDIA H200")
     assert hardware_label({"hardware.cpu": "Some CPU"}) == "Some CPU"  # a stage that never loaded torch
+    assert label_pins(label) == {}
+
+
+def test_a_pinned_stage_records_its_pins_in_its_hardware(monkeypatch) -> None:
+    """`ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2` on an AVX512 CPU gives an AVX2 CPU's bits: the
+    result files and MLflow tags say the run was pinned, and a verdict record reads the pins back."""
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    facts = hardware()
+    assert facts["hardware.kernel_pins"] == "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2"
+    label = hardware_label(facts)
+    assert label.endswith(", kernels pinned: ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2")
+    assert label_pins(label) == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
 def test_every_run_is_tagged_with_its_hardware(tmp_path: Path) -> None:

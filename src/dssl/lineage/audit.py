@@ -33,7 +33,8 @@ from dssl.yamlio import load_yaml
 
 MATCHES, CHANGED, MISSING, UNRECORDED = "matches", "changed", "missing", "not in the DVC cache"
 RUN_TAGS = ("git_commit", "git_dirty", "params_hash", "engine", "dvc_stage", "profile", "seed",
-            "hardware.cpu", "hardware.cpu_capability", "hardware.torch", "hardware.accelerator")
+            "hardware.cpu", "hardware.cpu_capability", "hardware.kernel_pins", "hardware.torch",
+            "hardware.accelerator")
 ROLES = {"evaluate": "evaluation", "pretrain": "pretraining", "partitions": "partitions", "graphs": "graphs",
          "graph_improve": "graph", "prepare": "prepared dataset", "code": "code manifests", "theory": "theory"}
 

@@ -3,20 +3,21 @@
 ``dssl verdicts export --label <name>`` copies the report's ``claims.csv`` to
 ``reports/verdicts/<name>/`` with ``source.json``: the md5 of the params file, a digest of the code (the
 ``code`` stage's manifests: every file of every stage kind's import closure), the hardware the results
-were computed on (their result files' ``hardware``), the kernel pins in the environment and the git
-commit. A params file's ``report.verdicts_elsewhere`` (label -> such a folder) puts them in its report
+were computed on and the kernel pins they ran under (both from their result files' ``hardware``,
+which each stage writes: not from the exporting shell's environment) and the git commit. A params file's ``report.verdicts_elsewhere`` (label -> such a folder) puts them in its report
 (``reporting.verdicts``): recorded with the same params md5 and code digest, they mark the claims whose
 verdict differs as fragile. The typical use: the same commit run once more with torch's and oneDNN's
 kernels pinned to another instruction set (``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2``: on an
 AVX512 AMD EPYC this gives an AVX2 EPYC's bits; ``MKL_CBWR=AVX2`` would also switch MKL to its
-reproducibility-mode code, which no unpinned run executes). ``MKL_CBWR`` is recorded when set.
+reproducibility-mode code, which no unpinned run executes). ``MKL_CBWR`` is recorded when set. A run
+whose result files ran under different pins is refused: its record would name kernels that did not
+compute all of it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -25,12 +26,12 @@ from typing import Mapping
 from dssl.artifacts import ArtifactError, read_json
 from dssl.pipeline.common import StageError, atomic_dir
 from dssl.pipeline.layout import METRICS
+from dssl.tracking.lineage import label_pins
 from dssl.yamlio import load_yaml
 
 VERDICTS = Path("reports/verdicts")
 CLAIMS = Path("reports/sections/claims.csv")
 CODE_MANIFESTS = Path("reports/lineage/code")
-KERNEL_PINS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
 RECOVERY = "record it again: `dssl verdicts export --label <name>` after a finished run"
 
 
@@ -71,6 +72,16 @@ def _hardware(root: Path) -> list[str]:
     return sorted(label for label in labels if label)
 
 
+def _kernel_pins(hardware: list[str]) -> dict[str, str]:
+    """The kernel pins every result file ran under (``hardware`` labels); a mix of pins is refused."""
+    pins = {json.dumps(label_pins(label), sort_keys=True) for label in hardware}
+    if len(pins) > 1:
+        raise StageError(f"the result files ran under different kernel pins ({'; '.join(hardware)}): rerun the "
+                         "stages of the other setting with the pins of the run to record (`dvc repro -f <stage>`), "
+                         "then export")
+    return json.loads(pins.pop()) if pins else {}
+
+
 def _commit(root: Path) -> str | None:
     done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     return done.stdout.strip() or None if done.returncode == 0 else None
@@ -78,8 +89,9 @@ def _commit(root: Path) -> str | None:
 
 def source(root: Path, params_path: Path) -> dict:
     """What a run's verdicts depend on: its params and code, hardware and kernel pins."""
+    hardware = _hardware(root)
     return {"params_digest": params_digest(root / params_path), "code_digest": code_digest(root),
-            "hardware": _hardware(root), "kernels": {k: os.environ[k] for k in KERNEL_PINS if k in os.environ},
+            "hardware": hardware, "kernels": _kernel_pins(hardware),
             "commit": _commit(root), "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 

@@ -36,13 +36,16 @@ class VerdictRecord:
     def describe(self) -> str:
         """One line: where and what it ran, and whether its verdicts are compared."""
         source = self.source
-        kernels = ", ".join(f"{k}={v}" for k, v in (source.get("kernels") or {}).items()) or "no kernel pins"
+        pins = [f"{k}={v}" for k, v in (source.get("kernels") or {}).items()]
         hardware = "; ".join(source.get("hardware") or []) or "hardware not recorded"
+        # result files name the pins they ran under (``tracking.lineage.hardware_label``); older records did not
+        kernels = ("no kernel pins" if not pins else
+                   "" if all(pin in hardware for pin in pins) else ", ".join(pins))
         state = ("the same params and code as this build: its verdicts are compared" if self.comparable else
                  "**other params or code than this build** (params "
                  f"{str(source.get('params_digest', '?'))[:8]}, code {str(source.get('code_digest', '?'))[:8]}): "
                  "shown, not compared")
-        return (f"`{self.label}`: {hardware}, {kernels}; commit {str(source.get('commit') or '?')[:10]}, "
+        return (f"`{self.label}`: {hardware}{', ' + kernels if kernels else ''}; commit {str(source.get('commit') or '?')[:10]}, "
                 f"recorded {source.get('created', '?')}; {state}")
 
 

@@ -43,12 +43,25 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
+# The environment variables that pin the CPU kernels torch, oneDNN and MKL choose (read when each library
+# loads): a run pinned to AVX2 on an AVX512 CPU gives an AVX2 CPU's bits (docs/reproducibility.md), so the
+# pins a stage ran under are part of its hardware, recorded by the stage itself.
+KERNEL_PINS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_CBWR")
+PINNED = "kernels pinned: "
+
+
+def kernel_pins() -> dict[str, str]:
+    """The kernel pins set in this process's environment (name -> value)."""
+    return {name: os.environ[name] for name in KERNEL_PINS if os.environ.get(name)}
+
+
 def hardware() -> dict[str, str]:
     """What the numbers' bits depend on besides code, params and data: the CPU and the instruction set
     torch's kernels use (MKL, oneDNN and torch choose their kernels per CPU, by instruction set and by
-    vendor: an Intel Xeon and an AMD EPYC, both AVX512, train the same seed to other weights), torch's
-    version and the accelerator. Torch facts only when torch is loaded."""
-    facts = {"hardware.cpu": cpu_model()}
+    vendor: an Intel Xeon and an AMD EPYC, both AVX512, train the same seed to other weights), the kernel
+    pins, torch's version and the accelerator. Torch facts only when torch is loaded."""
+    pins = kernel_pins()
+    facts = {"hardware.cpu": cpu_model(), "hardware.kernel_pins": " ".join(f"{k}={v}" for k, v in pins.items()) or "none"}
     torch = sys.modules.get("torch")
     if torch is not None:
         facts["hardware.cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())
@@ -58,14 +71,23 @@ def hardware() -> dict[str, str]:
 
 
 def hardware_label(facts: dict[str, str] | None = None) -> str:
-    """One line for result files and reports: ``<cpu> (<capability>), torch <version>[, <accelerator>]``."""
+    """One line for result files and reports: ``<cpu> (<capability>), torch <version>[, <accelerator>]``,
+    then ``, kernels pinned: NAME=value ...`` for a pinned run (``label_pins`` reads them back)."""
     facts = hardware() if facts is None else facts
     label = facts["hardware.cpu"]
     if "hardware.cpu_capability" in facts:
         label += f" ({facts['hardware.cpu_capability']}), torch {facts['hardware.torch']}"
         if facts["hardware.accelerator"] != "none":
             label += f", {facts['hardware.accelerator']}"
+    if facts.get("hardware.kernel_pins", "none") != "none":
+        label += f", {PINNED}{facts['hardware.kernel_pins']}"
     return label
+
+
+def label_pins(label: str) -> dict[str, str]:
+    """The kernel pins a ``hardware_label`` names (empty: none)."""
+    _, found, pins = str(label).partition(PINNED)
+    return dict(pin.split("=", 1) for pin in pins.split()) if found else {}
 
 
 def params_hash(params_read: dict) -> str:
