@@ -108,7 +108,8 @@ def main() -> None:
             for size in (batch_size, SMALLEST_BATCH))
         print(f"{model:<16} {batch_size / full:8.0f} {full * 1e3:8.2f} {smallest * 1e3:14.2f}"
               + (f" {first:13.1f}" if args.compile else ""))
-    print(f"GEMM {GEMM_SHAPE[0]}x{GEMM_SHAPE[1]} @ {GEMM_SHAPE[1]}x{GEMM_SHAPE[2]}: {gemm_gflops(args.seconds):.1f} GFLOP/s")
+    print(f"GEMM {GEMM_SHAPE[0]}x{GEMM_SHAPE[1]} @ {GEMM_SHAPE[1]}x{GEMM_SHAPE[2]}: "
+          f"{gemm_gflops(args.seconds):.1f} GFLOP/s")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,8 @@ def main() -> int:
         global_model = tensor_bytes(result.global_states)
         trained: set[int] = set()
         print(f"tensors: a client's state {mib(client)}, the global model {mib(global_model)}")
-        print(f"{'round':>5} {'clients':>7} {'written':>12} {'tensors':>12} {'metadata':>10} {'one file, all clients':>22}")
+        print(f"{'round':>5} {'clients':>7} {'written':>12} {'tensors':>12} {'metadata':>10} "
+              f"{'one file, all clients':>22}")
         for record, chosen in zip(records, result.schedule):
             trained |= set(chosen)
             must_hold = len(chosen) * client + global_model

@@ -6,8 +6,8 @@ Builds two scratch DVC projects with the same ``--stages`` trivial stages (each 
 small files and reads its own params entry, so each lock entry is about as long as a pipeline stage's):
 one with every stage in the top-level dvc.yaml, one with the stages spread over ``--files`` dvc.yaml files
 under ``pipelines/<group>/`` (``wdir: ../..``; ``dssl dag write`` spreads a pipeline's stages over one
-file per kind and model). It times ``dvc repro`` of each and prints the seconds per stage. The stages compute nothing, so
-the figure is DVC's own cost per stage; most of it grows with the size of the stage's lock file, which DVC
+file per kind and model). It times ``dvc repro`` of each and prints the seconds per stage. The stages compute nothing,
+so the figure is DVC's own cost per stage; most of it grows with the size of the stage's lock file, which DVC
 re-reads and rewrites (a YAML round trip) after every stage.
 """
 

@@ -95,7 +95,8 @@ def main() -> None:
     name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU"
     print(f"device: {args.device} ({name}); torch {torch.__version__}; {args.size} px, batch {args.batch}, "
           f"{CLIENTS} clients x {args.steps} steps, {args.rounds} rounds; two runs per setting from seed 0")
-    print(f"{'method':<8} {'backbone':<18} {'setting':<15} {'same bits':>9} {'max |diff|':>11} {'images/s':>9}", flush=True)
+    print(f"{'method':<8} {'backbone':<18} {'setting':<15} {'same bits':>9} {'max |diff|':>11} {'images/s':>9}",
+          flush=True)
     for method_name, backbone in (case.split(":", 1) for case in args.cases.split(",")):
         for setting in args.settings.split(","):
             head = f"{method_name:<8} {backbone:<18} {setting:<15}"

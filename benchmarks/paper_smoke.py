@@ -104,7 +104,8 @@ def train_run(args, params: dict, kind: str, fields: dict, channels: int, device
         strategy, round_options = create_strategy("fedavg"), {}
     clients_count = 1  # central and stand-alone training: one client holding the data
     if framework == "fl":
-        clients_count = FLConfig.from_dict(simulator_config(train_schedule(params, "fl", fields["strategy"]))).clients_per_round
+        clients_count = FLConfig.from_dict(
+            simulator_config(train_schedule(params, "fl", fields["strategy"]))).clients_per_round
     elif framework == "decl":
         clients_count = DECL_CLIENTS
     per_client = args.steps * args.batch
@@ -118,7 +119,8 @@ def train_run(args, params: dict, kind: str, fields: dict, channels: int, device
             rule = round_options.pop("mixing", DEFAULT_RULE)
             adjacency = ~np.eye(clients_count, dtype=bool)
             mixing = mixing_matrix(adjacency, rule, np.full(clients_count, per_client))
-            simulator = DecLSimulator(method, clients, strategy, mixing, DecLConfig.from_dict({**common, **round_options}),
+            simulator = DecLSimulator(method, clients, strategy, mixing,
+                                      DecLConfig.from_dict({**common, **round_options}),
                                       push_sum=rule in COLUMN_STOCHASTIC, checkpoint_dir=folder)
         else:
             config = FLConfig.from_dict({**common, "clients_per_round": clients_count})
@@ -165,8 +167,8 @@ def evaluation_run(args, params: dict, protocol: str, backbone: str, device: tor
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     wall = time.perf_counter() - start
-    return {"images_per_s": (trained + forward) / wall, "flops_per_s": flops / wall, "peak_mib": peak_memory_mib(device),
-            "checkpoint_bytes": None}
+    return {"images_per_s": (trained + forward) / wall, "flops_per_s": flops / wall,
+            "peak_mib": peak_memory_mib(device), "checkpoint_bytes": None}
 
 
 def few_steps(config, keys: frozenset[str], batch: int) -> dict:

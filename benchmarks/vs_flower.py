@@ -294,7 +294,8 @@ def compare(sides: dict[str, dict[str, Any]], workers: int) -> dict[str, float]:
 def spread(values: list[float], unit: str = "", digits: int = 2) -> str:
     """``median [min-max]`` of ``values``."""
     low, mid, high = min(values), statistics.median(values), max(values)
-    return f"{mid:.{digits}f}{unit}" if len(values) == 1 else f"{mid:.{digits}f}{unit} [{low:.{digits}f}-{high:.{digits}f}]"
+    return (f"{mid:.{digits}f}{unit}" if len(values) == 1
+            else f"{mid:.{digits}f}{unit} [{low:.{digits}f}-{high:.{digits}f}]")
 
 
 def parse_args() -> argparse.Namespace:

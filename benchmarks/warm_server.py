@@ -53,7 +53,8 @@ def main() -> None:
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
         subprocess.run(["dssl", "tracking", "init"], cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
         subprocess.run(commands["prepare"], cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
-        cold = {k: [timed(c, root, {**env, "DSSL_WARM": "0"}) for _ in range(args.repeats)] for k, c in commands.items()}
+        cold = {k: [timed(c, root, {**env, "DSSL_WARM": "0"}) for _ in range(args.repeats)]
+                for k, c in commands.items()}
         subprocess.run(["dssl", "warm", "start"], cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
         try:
             warm = {k: [timed(c, root, env) for _ in range(args.repeats)] for k, c in commands.items()}

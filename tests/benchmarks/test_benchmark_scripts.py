@@ -44,8 +44,10 @@ def load_vs_flower():
     ("determinism_fill.py", ["--models", "simsiam:cnn_small", "--steps", "1", "--repeats", "1"],
      r"^simsiam\s+cnn_small\s+step with fill\s+\d+\.\d\d ms, without\s+\d+\.\d\d ms\s+saving\s+-?\d+\.\d %$"),
     ("checkpoint_bytes.py", ["--clients", "10", "--per-round", "2", "--rounds", "2", "--backbone", "cnn_small",
-                             "--size", "8"], r"^bytes_per_round: \d+\.\d{3} GiB \(2 client states .* at most these: yes\)$"),
-    ("divergence_scales.py", ["--rounds", "2", "--clients", "2", "--per-round", "2", "--images", "64", "--threads", "1"],
+                             "--size", "8"],
+     r"^bytes_per_round: \d+\.\d{3} GiB \(2 client states .* at most these: yes\)$"),
+    ("divergence_scales.py", ["--rounds", "2", "--clients", "2", "--per-round", "2", "--images", "64",
+                              "--threads", "1"],
      r"^ratio flat/paper: \d+\.\d\d \.\. \d+\.\d\d \(median \d+\.\d\d\)$"),
 ], ids=["data_path", "fl_overhead", "decl_gossip", "gpu_round", "determinism_fill", "checkpoint_bytes",
       "divergence_scales"])
@@ -104,7 +106,8 @@ def test_gpu_round_writes_the_results_a_plan_reads(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert f"wrote 1 rows to {results}" in done.stdout
     (row,) = json.loads(results.read_text())
-    assert (row["device"], row["backbone"], row["option"], row["size"], row["batch"]) == ("cpu", "cnn_small", "plain", 16, 4)
+    assert ((row["device"], row["backbone"], row["option"], row["size"], row["batch"])
+            == ("cpu", "cnn_small", "plain", 16, 4))
     assert row["images_per_s"] > 0
     expected = method_flops(build({"method": "simsiam", "backbone": "cnn_small"}, 16, 3, "cpu"), 16, 3)
     assert row["flops_per_image"] == expected

@@ -71,7 +71,8 @@ def run_stopped_mid_stage(slurm, root: Path, kind: str, output: str) -> tuple[st
     try:
         deadline = time.monotonic() + 900
         while not stage_ready(kind, root):
-            assert snakemake.poll() is None, f"Snakemake ended before the stage started:\n{log_path.read_text()[-5000:]}"
+            assert snakemake.poll() is None, (
+                f"Snakemake ended before the stage started:\n{log_path.read_text()[-5000:]}")
             assert time.monotonic() < deadline, f"the stage never started:\n{slurm.log_tail()}"
             time.sleep(0.2)
         (job,) = [job for job, _, state in slurm.jobs() if state == "RUNNING"]

@@ -82,7 +82,8 @@ def test_grid_seeds_are_checked_and_a_shared_cell_runs_one_list(good: dict) -> N
 
 def test_fig3_shows_a_seed_that_its_cells_train(good: dict) -> None:
     good["features"]["seed"] = 3
-    assert problems_of(good)["features.seed"] == "3 is not one of the seeds [0, 1, 2] that simsiam-cnn / fl-label / fedavg trains"
+    assert problems_of(good)["features.seed"] == ("3 is not one of the seeds [0, 1, 2] that "
+                                                  "simsiam-cnn / fl-label / fedavg trains")
     good["features"]["seed"] = 0
     assert problems_of(good) == {}
 

@@ -90,7 +90,8 @@ def test_mini_imagenet_folder_of_no_known_layout(good: dict, tmp_path: Path) -> 
     assert "(1) the few-shot split as distributed" in problem.hint and "(2) one folder of class folders" in problem.hint
 
 
-def test_mini_imagenet_pretrains_on_every_image_so_it_evaluates_only_with_a_test_split(good: dict, tmp_path: Path) -> None:
+def test_mini_imagenet_pretrains_on_every_image_so_it_evaluates_only_with_a_test_split(good: dict,
+                                                                                       tmp_path: Path) -> None:
     (tmp_path / "mini" / "train").mkdir(parents=True)
     good["datasets"]["mini_imagenet"] = {"root": str(tmp_path / "mini"), "test_fraction": 0}
     assert problems_of(good) == {}
@@ -257,12 +258,14 @@ def test_strategy_entries_are_checked_against_the_strategy_registry(good: dict) 
 
 
 def test_grid_strategies_run_in_their_framework(good: dict) -> None:
-    good["strategies"].update(dmar={"name": "decmar"}, ema={"name": "fedema"}, mixed={"name": "fedavg", "mixing": "uniform"})
+    good["strategies"].update(dmar={"name": "decmar"}, ema={"name": "fedema"},
+                              mixed={"name": "fedavg", "mixing": "uniform"})
     good["pretrain"]["fl"]["grids"]["table1"]["strategies"] = ["dmar", "mixed"]
     good["pretrain"]["decl"]["grids"]["fig2a"]["strategies"] = ["ema"]
     problems = problems_of(good)
     assert problems["pretrain.fl.grids.table1.strategies[0]"] == "strategy 'dmar' (decmar) runs in decl, not fl"
-    assert problems["pretrain.fl.grids.table1.strategies[1]"] == "strategy 'mixed' sets ['mixing'], which only DecL uses"
+    assert problems["pretrain.fl.grids.table1.strategies[1]"] == ("strategy 'mixed' sets ['mixing'], "
+                                                                  "which only DecL uses")
     assert problems["pretrain.decl.grids.fig2a.strategies[0]"] == "strategy 'ema' (fedema) runs in fl, not decl"
 
 
@@ -389,7 +392,8 @@ def test_local_section_names_partitions_clients_and_schedule(good: dict) -> None
     local["grids"]["paper-b"]["strategies"] = ["fedssl"]
     local["grids"]["paper-b"]["partitions"] = ["decl-label", "fl-cifar"]
     problems = problems_of(good)
-    assert problems["pretrain.local.clients.fl-2class"] == "[0, 7] names a client beyond the 5 clients of partition 'fl-2class'"
+    assert problems["pretrain.local.clients.fl-2class"] == ("[0, 7] names a client beyond the 5 clients of "
+                                                            "partition 'fl-2class'")
     assert problems["pretrain.local.clients.nowhere"] == "'nowhere' is not defined in 'partitions'"
     assert problems["pretrain.local.train.rounds"] == "unknown key"
     assert problems["pretrain.local.grids.paper-b.strategies"] == "unknown key"

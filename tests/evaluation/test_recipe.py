@@ -37,7 +37,8 @@ def test_layer_decay_scales_a_tiny_vit_by_depth():
     vit = model.encoder
     # depth 2: patch embedding and class token are layer 0, block i layer i + 1, the rest layer 3
     expected = {vit.patch_embed.proj.weight: (1e-3 * 0.75 ** 3, 0.05), vit.cls_token: (1e-3 * 0.75 ** 3, 0.0),
-                vit.blocks[0].attn.qkv.weight: (1e-3 * 0.75 ** 2, 0.05), vit.blocks[0].norm1.weight: (1e-3 * 0.5625, 0.0),
+                vit.blocks[0].attn.qkv.weight: (1e-3 * 0.75 ** 2, 0.05),
+                vit.blocks[0].norm1.weight: (1e-3 * 0.5625, 0.0),
                 vit.blocks[1].mlp.fc1.weight: (1e-3 * 0.75, 0.05), vit.blocks[1].mlp.fc1.bias: (1e-3 * 0.75, 0.0),
                 vit.norm.weight: (1e-3, 0.0), model.fc_norm.weight: (1e-3, 0.0), model.head.weight: (1e-3, 0.05),
                 model.head.bias: (1e-3, 0.0)}

@@ -1,7 +1,7 @@
 """Tiny SimSiam runs with checkpoints for the simulator tests.
 
-``abort_after`` interrupts a run in-process; ``run_until_paused`` is the body of the process the kill-and-resume test SIGKILLs: it trains with
-checkpoints, writes a marker after a given number of optimiser steps and then hangs there.
+``abort_after`` interrupts a run in-process; ``run_until_paused`` is the body of the process the kill-and-resume test
+SIGKILLs: it trains with checkpoints, writes a marker after a given number of optimiser steps and then hangs there.
 """
 
 from __future__ import annotations

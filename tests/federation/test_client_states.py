@@ -63,7 +63,8 @@ def test_a_round_writes_only_the_clients_that_trained_plus_the_global_model(tmp_
         assert sorted(int(name.split(".")[0].split("-")[1]) for name in new) == chosen  # one file per trained client
         assert all(f".round-{record['round'] - 1}." in name for name in new)
         # FedEMA's bound: the clients that trained plus the global model (and a few KiB of metadata)
-        assert PER_ROUND * model + global_model < record["checkpoint_bytes"] < PER_ROUND * model + global_model + 64 * 1024
+        assert (PER_ROUND * model + global_model < record["checkpoint_bytes"]
+                < PER_ROUND * model + global_model + 64 * 1024)
         seen = files
     trained = {c for chosen in result.schedule for c in chosen}
     assert len(seen) == len(trained)  # superseded states were deleted: one file per client

@@ -1,4 +1,5 @@
-"""Deterministic mode without torch's NaN fill of new memory still gives the same bits; the global RNG seeded per client.
+"""Deterministic mode without torch's NaN fill of new memory still gives the same bits; the global RNG
+seeded per client.
 
 ``configure_determinism`` switches ``torch.utils.deterministic.fill_uninitialized_memory`` off for
 speed; that is only sound if no op of any strategy reads memory it never wrote. Such an op would read

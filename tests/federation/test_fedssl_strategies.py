@@ -289,7 +289,8 @@ def test_the_paper_divergence_is_the_codes_mean_of_per_kernel_norms():
     strategy.setup(method)
     assert strategy.measured_keys == KERNELS
     global_state = filled(method, GLOBAL, strategy.shared_keys)
-    kept = {**filled(method, GLOBAL, strategy.kept_keys), "projector.0.weight": filled(method, 5.0)["projector.0.weight"]}
+    kept = {**filled(method, GLOBAL, strategy.kept_keys),
+            "projector.0.weight": filled(method, 5.0)["projector.0.weight"]}
     kept = shifted_kernels(kept)
     local_state = {LOCAL_MODEL: kept, LAST_ROUND: 0}
     strategy.client_update_start(0, global_state, local_state, ctx())

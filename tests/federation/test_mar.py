@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from dssl.federation import ClientData, DecLConfig, DecLSimulator, FLConfig, FLSimulator, OptimizerConfig, create_strategy
+from dssl.federation import (
+    ClientData,
+    DecLConfig,
+    DecLSimulator,
+    FLConfig,
+    FLSimulator,
+    OptimizerConfig,
+    create_strategy,
+)
 from dssl.federation.alignment import (
     a_mmd,
     a_mmd_code,
@@ -89,8 +97,10 @@ def test_code_variant_takes_token_tensors_and_scales_the_cross_term_by_one_over_
 
 def test_cosine_alignment_is_zero_along_the_global_mean():
     direction = torch.tensor([[1.0, 2.0]])
-    assert float(cosine_alignment(direction * torch.tensor([[1.0], [3.0]]), direction.repeat(4, 1))) == pytest.approx(0.0, abs=1e-6)
-    assert float(cosine_alignment(torch.tensor([[-1.0, -2.0]]).repeat(2, 1), direction.repeat(2, 1))) == pytest.approx(2.0)
+    assert float(cosine_alignment(direction * torch.tensor([[1.0], [3.0]]),
+                                  direction.repeat(4, 1))) == pytest.approx(0.0, abs=1e-6)
+    assert float(cosine_alignment(torch.tensor([[-1.0, -2.0]]).repeat(2, 1),
+                                  direction.repeat(2, 1))) == pytest.approx(2.0)
 
 
 def test_gamma_schedule_ends_and_middle():

@@ -97,7 +97,8 @@ def test_lineage_of_a_result_is_what_dvc_lock_and_mlflow_hold(project: Path) -> 
     partition = {f["path"]: f for f in stages["partitions"]["files"]}[PARTITION]
     assert partition["md5_lock"] == partition["md5_now"] == file_md5(project / PARTITION)
     text = run(["dssl", "lineage", RESULT], project).stdout
-    assert record["mlflow_run_id"] in text and "workspace matches dvc.lock" in text and "hardware.cpu_capability" in text
+    assert (record["mlflow_run_id"] in text and "workspace matches dvc.lock" in text
+            and "hardware.cpu_capability" in text)
 
 
 def test_lineage_of_a_table_cell_lists_every_seed(project: Path) -> None:

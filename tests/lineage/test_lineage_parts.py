@@ -58,10 +58,12 @@ def test_no_lock_is_a_clear_error(tmp_path: Path) -> None:
         read_lock(tmp_path)
 
 
-TABLE = """row,dataset,setting,mean,std,n,runs,drop,within_noise
-SimSiam + CNN,digits,IID,13.7778,2.5142,2,seed 0: evaluate_fl@simsiam-cnn-fl-iid (a3227c); seed 1: evaluate_fl@simsiam-cnn-fl-iid (6672c7),,
-SimSiam + CNN,cifar10,L/non-IID,15.5556,0.9428,1,seed 2: evaluate_fl@simsiam-cnn-fl-label (88a993),1.78,True
-"""
+TABLE = (
+    "row,dataset,setting,mean,std,n,runs,drop,within_noise\n"
+    "SimSiam + CNN,digits,IID,13.7778,2.5142,2,seed 0: evaluate_fl@simsiam-cnn-fl-iid (a3227c); "
+    "seed 1: evaluate_fl@simsiam-cnn-fl-iid (6672c7),,\n"
+    "SimSiam + CNN,cifar10,L/non-IID,15.5556,0.9428,1,seed 2: evaluate_fl@simsiam-cnn-fl-label (88a993),1.78,True\n"
+)
 
 
 def test_a_cell_is_found_by_row_and_column_as_printed_or_as_in_params(tmp_path: Path) -> None:

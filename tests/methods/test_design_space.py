@@ -137,7 +137,8 @@ def test_paper_b_heads_and_augmentation_for_simsiam_and_simclr():
     code = create_method("simsiam", "cnn_small", 8, 1, heads="fedssl", augmentation="fedssl")
     linears = [(m.in_features, m.out_features) for m in code.projector.modules() if isinstance(m, nn.Linear)]
     assert linears == [(128, 1024), (1024, 512)]   # paper B's 512-4096-2048 at d = 128: d-8d-4d
-    assert [(m.in_features, m.out_features) for m in code.predictor if isinstance(m, nn.Linear)] == [(512, 1024), (1024, 512)]
+    assert ([(m.in_features, m.out_features) for m in code.predictor if isinstance(m, nn.Linear)]
+            == [(512, 1024), (1024, 512)])
     assert not any(isinstance(m, nn.BatchNorm1d) and not m.affine for m in code.projector.modules())   # no output BN
     assert type(code.transform) is FedSSLTransform and code.transform.crop_scale == (0.08, 1.0)
     default = create_method("simsiam", "cnn_small", 8, 1)

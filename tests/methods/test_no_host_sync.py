@@ -88,7 +88,8 @@ def test_the_ema_is_one_fused_lerp_with_the_per_parameter_bits():
     torch.manual_seed(0)
     online = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
     target = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
-    expected = [t.detach().clone().lerp_(o.detach(), 1 - 0.99) for t, o in zip(target.parameters(), online.parameters())]
+    expected = [t.detach().clone().lerp_(o.detach(), 1 - 0.99)
+                for t, o in zip(target.parameters(), online.parameters())]
     _, ops = _count(ema_update, target, online, 0.99)
     assert ops["_foreach_lerp_"] == 1 and ops["lerp_"] == 0
     assert all(torch.equal(t, e) for t, e in zip(target.parameters(), expected))

@@ -72,8 +72,8 @@ def miniature(params: dict, roots: dict[str, str]) -> dict:
 
 def _fewer_clients(mini: dict) -> None:
     """A partition a graph is built on keeps one client more than its densest graph's |A| (rounded up to
-    an even count), any other at most ``CLIENTS``; a client named by number (stand-alone training, Table 5's distances) moves to the
-    same place among them: the first stays first, the last stays last."""
+    an even count), any other at most ``CLIENTS``; a client named by number (stand-alone training, Table 5's
+    distances) moves to the same place among them: the first stays first, the last stays last."""
     before = {name: spec["clients"] for name, spec in mini["partitions"].items()}
     densest: dict[str, int] = {}
     for graph in (mini.get("graphs") or {}).values():

@@ -56,8 +56,9 @@ def test_the_miniature_keeps_every_grid_and_changes_only_lengths_and_sizes(tmp_p
         text = yaml.safe_dump(mini)
         assert "cuda" not in text and "bf16" not in text  # a CPU run in fp32
         assert mini["pretrain"]["image_size"] <= max(BACKBONE_SIDE.values()) and mini["seeds"] == paper["seeds"][:1]
-        assert all(spec.get("rounds", 1) == 1 for spec in [mini["pretrain"]["fl"]["train"],
-                                                           *(s.get("train") or {} for s in mini["strategies"].values())])
+        assert all(spec.get("rounds", 1) == 1
+                   for spec in [mini["pretrain"]["fl"]["train"],
+                                *(s.get("train") or {} for s in mini["strategies"].values())])
 
 
 @pytest.mark.parametrize("profile, sections", [

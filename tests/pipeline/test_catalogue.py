@@ -37,7 +37,8 @@ def test_kinds_with_arguments_have_a_lock_file_per_model_and_all_are_upstream_of
     root = make_project("configs/ci.yaml")
     params = read_params(root / "params.yaml")
     files = render_files(params, root)
-    assert "pipelines/pretrain_fl/simsiam-cnn/dvc.yaml" in files and "pipelines/evaluate_local/simsiam-cnn/dvc.yaml" in files
+    assert ("pipelines/pretrain_fl/simsiam-cnn/dvc.yaml" in files
+            and "pipelines/evaluate_local/simsiam-cnn/dvc.yaml" in files)
     assert "pipelines/prepare/digits/dvc.yaml" in files and "pipelines/evaluate_random/cnn_small/dvc.yaml" in files
     in_file = load_yaml(files["pipelines/pretrain_fl/simsiam-cnn/dvc.yaml"])
     assert in_file["stages"]["pretrain_fl"]["foreach"] and all(
@@ -133,8 +134,6 @@ def test_compact_lists_a_folder_only_when_all_its_files_are_dependencies() -> No
 
 
 def test_each_kind_depends_on_its_code_manifest_in_dvc_yaml() -> None:
-    import yaml
-
     dvc = rendered_stages(load_params(REPO / "params.yaml"), REPO)
     assert dvc["code"]["deps"] == ["src/dssl"]
     for kind in KINDS[1:]:
@@ -160,7 +159,8 @@ def test_seeds_do_not_multiply_stages() -> None:
 def test_producer_names_the_stage_of_an_output() -> None:
     params = load_params(REPO / "params.yaml")
     assert producer(params, "data/prepared/digits/train.npz").name == "prepare@digits"
-    assert producer(params, "models/fl/mae-vit/fl-label/fedavg/seed-1/encoder.pt").name == "pretrain_fl@mae-vit-fl-label-fedavg"
+    assert (producer(params, "models/fl/mae-vit/fl-label/fedavg/seed-1/encoder.pt").name
+            == "pretrain_fl@mae-vit-fl-label-fedavg")
     assert producer(params, "data/graphs/uniform-3/graph.json").name == "graphs"
     assert producer(params, "data/graphs/general-3-plus5/graph.json").name == "graph_improve@general-3-plus5"
     assert producer(params, "nowhere/file") is None

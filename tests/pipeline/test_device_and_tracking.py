@@ -56,7 +56,8 @@ def _edit(root: Path, change) -> None:
 def test_a_pretraining_stage_asked_for_cuda_stops_before_training(ci_project: Path, capsys) -> None:
     _edit(ci_project, lambda p: p["pretrain"]["fl"]["train"].update(device="cuda"))
     capsys.readouterr()
-    assert main(["pretrain_fl", "simsiam-cnn", "fl-iid", "fedavg"]) == EXIT_BAD_INPUT   # the partition is not even there
+    # the partition is not even there
+    assert main(["pretrain_fl", "simsiam-cnn", "fl-iid", "fedavg"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith("error: pretrain.fl.train.device is 'cuda' but torch finds no GPU")
     assert "set pretrain.fl.train.device: auto" in err and "Traceback" not in err

@@ -14,7 +14,8 @@ def test_vit_pool_applies_to_random_init_and_pretrained_encoders_alike(tmp_path)
     torch.save({k: v + 1.0 for k, v in random_init.state_dict().items()}, weights)
     pretrained = _encoder("vit_small", 8, 1, weights, seed=3, device="cpu", vit_pool="avg")
     assert random_init.global_pool == pretrained.global_pool == "avg"
-    assert _encoder("vit_small", 8, 1, None, seed=3, device="cpu").global_pool == "token"   # without the key: the class token
+    # without the key: the class token
+    assert _encoder("vit_small", 8, 1, None, seed=3, device="cpu").global_pool == "token"
     x = torch.rand(2, 1, 8, 8)
     with torch.no_grad():
         torch.testing.assert_close(pretrained.eval()(x), pretrained.forward_features(x)[:, 1:].mean(dim=1))

@@ -47,9 +47,11 @@ def test_the_features_section_is_checked_against_seeds_datasets_and_the_stand_al
     params = read_params(REPO / "params.yaml")
     assert validate(params, REPO) == []   # the repository: the verdict records params.yaml lists are there
     params["features"].update({"seed": 7, "dataset": "cifar10", "images": 3, "clients": [0, 5]})
-    params["features"]["grids"]["extra"] = {"models": ["byol-cnn"], "partitions": ["fl-label"], "strategies": ["fedavg"]}
+    params["features"]["grids"]["extra"] = {"models": ["byol-cnn"], "partitions": ["fl-label"],
+                                            "strategies": ["fedavg"]}
     problems = {p.path: p.message for p in validate(params, REPO)}
-    assert problems["features.seed"] == "7 is not one of the seeds [0, 1, 2] that simsiam-cnn / fl-label / fedavg trains"
+    assert problems["features.seed"] == ("7 is not one of the seeds [0, 1, 2] that "
+                                         "simsiam-cnn / fl-label / fedavg trains")
     assert "'cifar10' is not defined in 'datasets'" in problems["features.dataset"]
     assert "features.images" in problems
     assert "does not train [5]" in problems["features.clients"]

@@ -116,7 +116,8 @@ def test_paper_pretraining_reads_the_prepared_array_at_its_resolution(tmp_path: 
 
 def test_paper_b_profile_expands_to_its_tables(make_project) -> None:
     """Paper B pretrains on CIFAR-10 (its own profile): generalised methods, FedU / FedEMA with the lambda
-    sweep, the stand-alone and centralised references, and the predictor / stop-gradient / EMA ablations, each cell once, the same DAG for both engines."""
+    sweep, the stand-alone and centralised references, and the predictor / stop-gradient / EMA ablations, each cell
+    once, the same DAG for both engines."""
     root = make_project("configs/paper_b.yaml")
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert validate(params, root) == []
@@ -128,7 +129,8 @@ def test_paper_b_profile_expands_to_its_tables(make_project) -> None:
             "pretrain_fl@moco-v1-r18-fl-iid-fedssl-constant-lr", "pretrain_fl@byol-r18-fl-6class-fedu",
             "pretrain_fl@byol-r18-fl-2class-fedema-l1p6", "pretrain_fl@simsiam-nopred-fl-2class-fedssl",
             "pretrain_fl@simsiam-nosg-fl-2class-fedssl",
-            "evaluate_central@byol-r18", "pretrain_local@byol-r18-fl-2class", "evaluate_local@byol-r18-fl-2class"} <= names
+            "evaluate_central@byol-r18", "pretrain_local@byol-r18-fl-2class",
+            "evaluate_local@byol-r18-fl-2class"} <= names
     assert not any(name.startswith(("graphs", "theory", "pretrain_decl")) for name in names)
 
 
@@ -160,7 +162,8 @@ def test_each_table2_baseline_trains_with_its_authors_recipe() -> None:
     from dssl.pipeline.pretrain import optimizer_config, train_schedule
 
     params = yaml.safe_load((REPO / "configs" / "paper.yaml").read_text())
-    recipes = {"t2-fedu": ("byol-cnn", "sgd", 0.032, 128, "cosine"), "t2-fedema": ("byol-cnn", "sgd", 0.032, 128, "cosine"),
+    recipes = {"t2-fedu": ("byol-cnn", "sgd", 0.032, 128, "cosine"),
+               "t2-fedema": ("byol-cnn", "sgd", 0.032, 128, "cosine"),
                "t2-ldawa": ("ldawa-cnn", "sgd", 0.03, 256, "constant"),
                "t2-featarc": ("simclr-cnn", "adam", 1.0e-3, 256, "constant"),
                "t2-orchestra": ("orchestra-cnn", "sgd", 0.003, 16, "constant")}

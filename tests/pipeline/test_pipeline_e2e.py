@@ -1,9 +1,9 @@
 """End to end on the CI profile (the whole DAG at tiny sizes, 2 seeds): `dssl repro` (DVC's reproduce,
 2 stages at once) runs every stage offline, logs one MLflow run per seed, writes the report from the
 measured results, leaves DVC nothing to re-run, re-runs only what a params change touches, and after a
-code edit exactly the stages whose import closure holds the edited module; Snakemake, with client workers, produces byte-identical data outputs
-and the same metrics, which `dvc commit -f` accepts. Both runs are the session's shared ones
-(``ci_runs``); the edits happen on a copy."""
+code edit exactly the stages whose import closure holds the edited module; Snakemake, with client workers, produces
+byte-identical data outputs and the same metrics, which `dvc commit -f` accepts. Both runs are the session's shared
+ones (``ci_runs``); the edits happen on a copy."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def run(cmd: list[str], cwd: Path, **extra_env: str) -> str:
 
 
 def dvc_status(cwd: Path) -> set[str]:
-    """Changed stages by name (DVC prefixes a stage of a kind file with the file: ``pipelines/<kind>/<model>/dvc.yaml:``)."""
+    """Changed stages by name (DVC prefixes a stage of a kind file with the file:
+    ``pipelines/<kind>/<model>/dvc.yaml:``)."""
     out = run(["dvc", "status", "--json"], cwd)
     return {name.rpartition(":")[2] for name in yaml.safe_load(out.strip().splitlines()[-1]) or {}}
 

@@ -204,10 +204,12 @@ def test_gpu_hours_at_an_assumed_share_of_peak_and_per_table(plan):
     assert plan.hours[fl.stage] == pytest.approx(fl.total_flops / rate / 3600)
     assert "assumed 50% of the NVIDIA A100 SXM's 19.5 TFLOP/s fp32 peak" in plan.rates["cnn_small", "plain"].source
     assert plan.tables["t1"] == ["pretrain_fl@simsiam-iid3-fedavg", "evaluate_fl@simsiam-iid3-fedavg"]
-    assert plan.tables["t5"] == ["pretrain_local@simsiam-iid3"] and plan.tables["central"] == ["pretrain_central@simsiam"]
+    assert (plan.tables["t5"] == ["pretrain_local@simsiam-iid3"]
+            and plan.tables["central"] == ["pretrain_central@simsiam"])
     assert "prepare@digits" in plan.tables["data"]
     totals = plan.table_totals()
-    assert totals["t1"]["gpu_hours"] == pytest.approx(plan.hours[fl.stage] + plan.hours["evaluate_fl@simsiam-iid3-fedavg"])
+    assert totals["t1"]["gpu_hours"] == pytest.approx(plan.hours[fl.stage]
+                                                      + plan.hours["evaluate_fl@simsiam-iid3-fedavg"])
     assert totals["all stages"]["gpu_hours"] == pytest.approx(sum(t["own_gpu_hours"] for name, t in totals.items()
                                                                   if name != "all stages"))
 
@@ -231,7 +233,8 @@ def test_measured_throughput_and_jobs_past_their_runtime(project, cache, tmp_pat
     decl_hours = plan.hours["pretrain_decl@simsiam-all3-gossip"]
     assert plan.suggested_runtimes()["pretrain_decl"] == 60 * math.ceil(decl_hours * 1.5)
     text = render(plan)
-    assert f"WARNING pretrain_fl@simsiam-iid3-fedavg: {plan.hours[fl.stage]:,.1f} GPU-h > pretrain_fl's runtime 120 min" in text
+    assert (f"WARNING pretrain_fl@simsiam-iid3-fedavg: {plan.hours[fl.stage]:,.1f} GPU-h > "
+            "pretrain_fl's runtime 120 min") in text
     assert "measured by benchmarks/gpu_round.py on NVIDIA Test GPU" in text
 
 

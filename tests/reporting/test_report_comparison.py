@@ -49,7 +49,8 @@ def test_a_row_above_the_best_contradicts(tmp_path):
 
 
 def test_fig2b_untestable_when_pretraining_loses_to_random_init(tmp_path):
-    accuracy = {("fedavg", "fl-iid"): 0.80, ("mar", "fl-iid"): 0.82, ("fedavg", "fl-label"): 0.86, ("mar", "fl-label"): 0.90}
+    accuracy = {("fedavg", "fl-iid"): 0.80, ("mar", "fl-iid"): 0.82,
+                ("fedavg", "fl-label"): 0.86, ("mar", "fl-label"): 0.90}
     section = create_section("fig2b", {"model": "mae_cnn-cnn", "rows": {"MAE": "fedavg", "MAR": "mar"},
                                        "columns": {"alpha=1e5": "fl-iid", "alpha=0.1": "fl-label"}})
     verdicts = [f.verdict for f in section.render(context(tmp_path, fl_cells(accuracy, random=0.83))).findings]
@@ -123,7 +124,8 @@ def test_rows_of_other_frameworks_resolve_to_central_and_stand_alone_cells():
         with pytest.raises(ValueError, match="is not 'central/<model>' or 'local/<model>'"):
             create_section("fedema", {"model": "m", "columns": {"x": "p"}, "rows": {"FedEMA": "a", "S": bad}})
     with pytest.raises(ValueError, match="must be rows other than the claim's row"):
-        create_section("fedema", {"model": "m", "columns": {"x": "p"}, "rows": {"FedEMA": "a"}, "references": ["FedEMA"]})
+        create_section("fedema", {"model": "m", "columns": {"x": "p"}, "rows": {"FedEMA": "a"},
+                                  "references": ["FedEMA"]})
 
 
 def stop_gradient_cells(accuracy: dict[str, float], random: float = 0.5) -> list[dict]:
@@ -168,7 +170,8 @@ def test_stop_gradient_options_are_checked():
 def test_table2_prints_each_rows_parameter_counts(tmp_path):
     records = []
     for seed, noise in enumerate(NOISE):
-        for model, strategy, acc, size in (("fedmar-vit", "fedmar", 0.84, 2_500_000), ("byol-cnn", "fedema", 0.80, 1_200_000)):
+        for model, strategy, acc, size in (("fedmar-vit", "fedmar", 0.84, 2_500_000),
+                                           ("byol-cnn", "fedema", 0.80, 1_200_000)):
             records.append(result("fl", model.split("-")[0], "cnn_small", "dirichlet_balanced", test_acc=acc + noise,
                                   seed=seed, strategy=strategy, model=model, method_parameters=size,
                                   encoder_parameters=400_000))

@@ -28,10 +28,12 @@ def table1_records(iid: float, label: float, random: float = 0.5, protocol: str 
     records = []
     for seed, noise in zip(SEEDS, NOISE):
         for method, drop in (("simsiam", 0.0), ("mae_cnn", 0.02)):
-            records.append(result("fl", method, "cnn_small", "iid", protocol=protocol, test_acc=iid + noise, seed=seed, n_test=450))
+            records.append(result("fl", method, "cnn_small", "iid", protocol=protocol, test_acc=iid + noise, seed=seed,
+                                  n_test=450))
             records.append(result("fl", method, "cnn_small", "dirichlet_balanced", protocol=protocol,
                                   test_acc=label + drop + noise, seed=seed, n_test=450))
-        records.append(result("random", None, "cnn_small", None, protocol=protocol, test_acc=random + noise, seed=seed, n_test=450))
+        records.append(result("random", None, "cnn_small", None, protocol=protocol, test_acc=random + noise, seed=seed,
+                              n_test=450))
     return records
 
 
@@ -110,7 +112,8 @@ def test_table1_reads_a_model_on_its_declared_strategy_entry(tmp_path):
     assert "simsiam-cnn's fedavg-r120 (120 rounds, seeds 0, 1, 2, 3, 4)" in out.markdown
     # a non-IID cell of other seeds than its IID cell (grids that set their own): untestable, not paired
     other = [r for r in records if not (r["method"] == "simsiam" and r["scheme"] == "iid" and r["seed"] > 2)]
-    out = create_section("table1", {"strategies": {"simsiam-cnn": "fedavg-r120"}}).render(context(tmp_path / "b", other))
+    out = create_section("table1", {"strategies": {"simsiam-cnn": "fedavg-r120"}}).render(
+        context(tmp_path / "b", other))
     drop = next(f for f in out.findings if f.subject == "SimSiam + CNN, Digits L/non-IID")
     assert drop.verdict == "untestable" and "different seeds (0, 1, 2 and 0, 1, 2, 3, 4)" in drop.detail
     with pytest.raises(ValueError, match="strategies must map a model"):
@@ -118,7 +121,8 @@ def test_table1_reads_a_model_on_its_declared_strategy_entry(tmp_path):
 
 
 @pytest.mark.parametrize("section, key", [("table1", "protocols"), ("table5", "protocols"), ("fig2a", "protocol"),
-                                          ("table8", "protocol"), ("fig2b", "protocol"), ("pretraining_gain", "protocols")])
+                                          ("table8", "protocol"), ("fig2b", "protocol"),
+                                          ("pretraining_gain", "protocols")])
 def test_a_misspelt_protocol_fails_validation_in_every_section(section, key):
     """Each section that reads a protocol checks the name against the evaluation registry when
     ``dssl validate`` builds it, the shared check of ``sections/base.py``, rather than reporting its cells
@@ -266,7 +270,8 @@ def test_fig2a_and_table1_read_only_their_strategy_entry(tmp_path):
     cells = create_section("table1").render(ctx).data
     pretrained = cells[~cells["row"].str.startswith("random init")]
     assert set(pretrained["mean"].round(2)) == {90.0, 85.0, 87.0}   # no FedMAR cell (20 %) mixed in
-    assert "No DecL finetune results of strategy 'decl-mh'" in create_section("fig2a", {"strategy": "decl-mh"}).render(ctx).markdown
+    assert ("No DecL finetune results of strategy 'decl-mh'"
+            in create_section("fig2a", {"strategy": "decl-mh"}).render(ctx).markdown)
 
 
 def test_the_lineage_section_names_the_hardware_and_flags_results_from_several_machines(tmp_path):

@@ -99,7 +99,8 @@ def test_a_model_gated_on_its_declared_protocol(tmp_path):
             records.append(result("fl", model.split("-")[0], "cnn_small", "dirichlet_balanced", protocol=protocol,
                                   test_acc=acc + noise, seed=seed, strategy="fedavg", model=model))
         for protocol, acc in (("finetune", 0.5), ("knn", 0.6)):
-            records.append(result("random", None, "cnn_small", None, protocol=protocol, test_acc=acc + noise, seed=seed))
+            records.append(result("random", None, "cnn_small", None, protocol=protocol, test_acc=acc + noise,
+                                  seed=seed))
     ctx = ReportContext(load_results(write_results(tmp_path / "results", records)), "embedded", "digits",
                         load_paper_numbers(), weight_distances=load_weight_distances(tmp_path / "local"))
     assert {f.verdict for f in create_section("table5", OPTIONS).render(ctx).findings} == {"untestable"}

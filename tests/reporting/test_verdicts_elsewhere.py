@@ -23,7 +23,8 @@ DROP = "non-IID pretraining lowers accuracy (paper A, Table 1)"
 
 
 def finding(subject: str, verdict: str, cells: str) -> Finding:
-    return Finding("table1", DROP, subject, verdict, Interval(-0.01, -0.02, 0.0, 0.01, 3, "student-t"), "non-IID - IID", cells=cells)
+    return Finding("table1", DROP, subject, verdict, Interval(-0.01, -0.02, 0.0, 0.01, 3, "student-t"), "non-IID - IID",
+                   cells=cells)
 
 
 FINDINGS = [finding("SimSiam + CNN, Digits L/non-IID", "supported", "a vs b"),
@@ -34,7 +35,8 @@ FINDINGS = [finding("SimSiam + CNN, Digits L/non-IID", "supported", "a vs b"),
 def record(label: str, verdicts: dict[str, str], comparable: bool = True) -> VerdictRecord:
     claims = pd.DataFrame([{"section": "table1", "claim": DROP, "cells": cells, "verdict": verdict}
                            for cells, verdict in verdicts.items()])
-    return VerdictRecord(label, {"params_digest": "p", "code_digest": "c", "hardware": ["cpu (AVX2)"]}, claims, comparable)
+    return VerdictRecord(label, {"params_digest": "p", "code_digest": "c", "hardware": ["cpu (AVX2)"]}, claims,
+                         comparable)
 
 
 def test_a_claim_is_fragile_where_a_comparable_run_gave_another_verdict() -> None:
@@ -117,7 +119,8 @@ def test_export_records_the_source_and_load_compares_params_and_code(tmp_path, m
     assert same.describe().count("ATEN_CPU_CAPABILITY=avx2") == 1   # named once, by the results' hardware
     # the build that lists the record in report.verdicts_elsewhere has the record's params
     (tmp_path / "params.yaml").write_text("profile: embedded\nseeds: [0, 1]\n"
-                                          "report: {verdicts_elsewhere: {avx2-kernels: reports/verdicts/avx2-kernels}}\n")
+                                          "report: {verdicts_elsewhere: "
+                                          "{avx2-kernels: reports/verdicts/avx2-kernels}}\n")
     assert load_records(tmp_path, Path("params.yaml"), entries)[0].comparable
     (tmp_path / "params.yaml").write_text("profile: embedded\nseeds: [0, 1, 2]\n")
     assert not load_records(tmp_path, Path("params.yaml"), entries)[0].comparable
@@ -168,6 +171,7 @@ def test_the_report_says_when_no_record_ran_other_kernels_than_this_build() -> N
     stale = VerdictRecord("stale", same.source, same.claims, False)   # compares nothing: says nothing of kinds
     assert "ran the same CPU kernels" not in text(stale, "AMD EPYC (AVX2), torch 2.14.1")
     elsewhere = verdicts_elsewhere(FINDINGS, [same])
-    sentence = _fragile_sentence(FINDINGS, elsewhere, [same], ["AMD EPYC (AVX2), torch 2.14.1"], fragile_keys(elsewhere))
+    sentence = _fragile_sentence(FINDINGS, elsewhere, [same], ["AMD EPYC (AVX2), torch 2.14.1"],
+                                 fragile_keys(elsewhere))
     assert "**0 of 3 claims are fragile**: every run with the same params and code gave the same verdicts" in sentence
     assert "same CPU kernels as this build (AVX2)" in sentence

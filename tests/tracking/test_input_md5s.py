@@ -69,4 +69,5 @@ def test_the_run_tags_say_where_each_md5_came_from(tmp_path, monkeypatch):
     record = StageRecord("evaluate_fl@x", {"a": 1}, inputs=[Path("data/prepared/imagenet"), Path("graph.json")])
     tags = _run_tags(record, "paper", tmp_path, {"git_commit": "abc"})
     assert tags["input_source.data/prepared/imagenet"] == inputs.PREPARED_META
-    assert tags["input_source.graph.json"] == inputs.HASHED and tags["input.graph.json"] == file_md5(tmp_path / "graph.json")
+    assert (tags["input_source.graph.json"] == inputs.HASHED
+            and tags["input.graph.json"] == file_md5(tmp_path / "graph.json"))

@@ -462,7 +462,8 @@ def _check_grid_strategies(c: Checker, grid: dict, framework: str, path: str) ->
         elif framework == "fl" and DECL_ROUND_KEYS & set(spec):
             c.add(where, f"strategy {name!r} sets {sorted(DECL_ROUND_KEYS & set(spec))}, which only DecL uses",
                   "give the FL grid a strategy entry without them")
-        elif isinstance(spec.get("train"), dict) and set(spec["train"]) - TRAIN_KEYS[framework] - set(STEP_KEYS) - {ENTRY_RECIPE_KEY}:
+        elif (isinstance(spec.get("train"), dict)
+              and set(spec["train"]) - TRAIN_KEYS[framework] - set(STEP_KEYS) - {ENTRY_RECIPE_KEY}):
             allowed = TRAIN_KEYS[framework] | set(STEP_KEYS) | {ENTRY_RECIPE_KEY}
             c.add(where, f"strategy {name!r} sets train keys {sorted(set(spec['train']) - allowed)}, which {framework} "
                          "training does not have", f"{framework} train keys: {', '.join(sorted(allowed))}")
@@ -531,7 +532,8 @@ def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) 
         for name, override in (c.mapping(spec.get(table, {}), f"{path}.{table}") or {}).items():
             where = f"{path}.{table}.{name}"
             if name not in names:
-                c.add(where, f"{name!r} is not a {'backbone family' if table == 'per_family' else 'dataset of evaluate.datasets'}",
+                kind = "backbone family" if table == "per_family" else "dataset of evaluate.datasets"
+                c.add(where, f"{name!r} is not a {kind}",
                       f"one of: {', '.join(names) or '(none)'}")
             elif c.mapping(override, where) is not None:
                 c.unknown_keys(override, keys, where)
@@ -542,7 +544,8 @@ def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) 
         try:
             PROTOCOLS[protocol].make_config(resolve_overrides(spec, dataset, family))
         except (TypeError, ValueError) as err:
-            where = "".join(f" (per_{kind} {name})" for kind, name in (("family", family), ("dataset", dataset)) if name)
+            where = "".join(f" (per_{kind} {name})"
+                            for kind, name in (("family", family), ("dataset", dataset)) if name)
             c.add(path + where, str(err), "see the protocol's config class in src/dssl/evaluation/configs.py")
             return
 
@@ -615,7 +618,8 @@ def check_report(c: Checker) -> None:
     for name, options in (sections or {}).items():
         if options is not None:
             c.mapping(options, f"report.sections.{name}")
-    elsewhere = c.mapping(report["verdicts_elsewhere"], "report.verdicts_elsewhere") if "verdicts_elsewhere" in report else None
+    elsewhere = (c.mapping(report["verdicts_elsewhere"], "report.verdicts_elsewhere")
+                 if "verdicts_elsewhere" in report else None)
     for label, folder in (elsewhere or {}).items():
         path = f"report.verdicts_elsewhere.{label}"
         if not isinstance(folder, str):
@@ -674,7 +678,8 @@ def _check_feature_seed(c: Checker, seed: object) -> None:
 
     try:
         cells = [(("fl", cell), ("local", cell[:2])) for cell in feature_cells(c.params)]
-        trained = {" / ".join(cell): cell_seeds(c.params, framework, cell) for pair in cells for framework, cell in pair}
+        trained = {" / ".join(cell): cell_seeds(c.params, framework, cell)
+                   for pair in cells for framework, cell in pair}
     except (AttributeError, KeyError, TypeError, ValueError):   # malformed grids or seeds: reported by their checks
         trained = {"seeds": c.params.get("seeds") or []}
     lacking = {cell: seeds for cell, seeds in trained.items() if seed not in seeds}
@@ -720,7 +725,8 @@ def _check_local_and_global(c: Checker, path: str, table: str) -> None:
         if isinstance(count, int) and any(x >= count for x in clients):
             c.add(f"{path}.clients", f"{clients} names a client beyond the {count} clients of partition {partition!r}")
         elif isinstance(count, int) and (untrained := set(clients) - _trained(c, partition, count)):
-            c.add(f"{path}.clients", f"{clients}: pretrain.local.clients.{partition} does not train {sorted(untrained)}",
+            c.add(f"{path}.clients",
+                  f"{clients}: pretrain.local.clients.{partition} does not train {sorted(untrained)}",
                   f"add them to pretrain.local.clients.{partition}")
 
 

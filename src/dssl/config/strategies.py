@@ -61,7 +61,8 @@ def _class_facts(node: ast.ClassDef) -> _ClassFacts:
             init_options = tuple(a.arg for a in [*arguments.posonlyargs, *arguments.args][1:] + arguments.kwonlyargs)
             passes_kwargs = arguments.kwarg is not None
             defaults = _literal_defaults(arguments)
-        targets = item.targets if isinstance(item, ast.Assign) else [item.target] if isinstance(item, ast.AnnAssign) else []
+        targets = (item.targets if isinstance(item, ast.Assign)
+                   else [item.target] if isinstance(item, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == "frameworks" for t in targets) and item.value is not None:
             frameworks = tuple(ast.literal_eval(item.value))
     base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)

@@ -25,13 +25,13 @@ Schemes (spec keys besides ``scheme``, ``clients`` and the pipeline's ``dataset`
 - ``feature`` [augment]: paper A's feature non-IID: an even random split plus one fixed augmentation
   per client (see ``dssl.data.augment``).
 
-Every partition assigns each sample to at most one client, and every scheme but ``k_classes`` (with
-fewer class slots than classes) and ``dirichlet_balanced`` with ``rounding: floor`` assigns every one; the same labels, spec and seed give the
-same partition bit for bit, on any machine: the Dirichlet schemes compute real-valued shares with exp
-and log, whose last bits differ between CPUs (numpy's SIMD dispatch), so every sample count derived
-from them is first snapped to a grid of 1e-6 samples (``_snapped_floor``) -- a count changes only if
-a share lies within ~1e-13 of a grid midpoint, not whenever a share converges onto an integer -- and
-floats written to ``partition.json`` are rounded (``dssl.artifacts.stable_floats``).
+Every partition assigns each sample to at most one client, and every scheme but ``k_classes`` (with fewer
+class slots than classes) and ``dirichlet_balanced`` with ``rounding: floor`` assigns every one; the same
+labels, spec and seed give the same partition bit for bit, on any machine: the Dirichlet schemes compute
+real-valued shares with exp and log, whose last bits differ between CPUs (numpy's SIMD dispatch), so
+every sample count derived from them is first snapped to a grid of 1e-6 samples (``_snapped_floor``) -- a
+count changes only if a share lies within ~1e-13 of a grid midpoint, not whenever a share converges onto
+an integer -- and floats written to ``partition.json`` are rounded (``dssl.artifacts.stable_floats``).
 """
 
 from __future__ import annotations

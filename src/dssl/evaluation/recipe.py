@@ -123,7 +123,8 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, cfg:
     return images, mixup_target(labels, num_classes, lam, cfg.label_smoothing)
 
 
-def cutmix_box(height: int, width: int, lam: float, rng: np.random.Generator) -> tuple[tuple[int, int, int, int], float]:
+def cutmix_box(height: int, width: int, lam: float,
+               rng: np.random.Generator) -> tuple[tuple[int, int, int, int], float]:
     """A box covering about (1 - lam) of the image, its centre uniform, clipped to the image; and the
     share of the image outside it (the mixed targets' lambda)."""
     ratio = math.sqrt(1.0 - lam)

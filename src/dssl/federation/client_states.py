@@ -14,11 +14,11 @@ A client's state goes to the device for the round it trains (``fetch``) and back
 
 Checkpoints write only what changed: each client's state is a file of its own,
 ``clients/client-<c>.round-<r>.<run>.pt`` (r: the round that produced it; run: the start of the run's
-fingerprint), written once, after the round that changed it, and never rewritten; ``checkpoint.pt``
-names every client's current file and its size (``client_files``), checked at resume. Because a new state is a new file, a run killed at
-any moment leaves the last ``checkpoint.pt`` and every file it names intact. Files no checkpoint names
-any more are deleted once the next checkpoint is in place (and at resume). With ``disk`` storage the
-files a round writes are the storage itself, so a checkpoint adds nothing to them.
+fingerprint), written once, after the round that changed it, and never rewritten; ``checkpoint.pt`` names
+every client's current file and its size (``client_files``), checked at resume. Because a new state is a
+new file, a run killed at any moment leaves the last ``checkpoint.pt`` and every file it names intact.
+Files no checkpoint names any more are deleted once the next checkpoint is in place (and at resume). With
+``disk`` storage the files a round writes are the storage itself, so a checkpoint adds nothing to them.
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ class _TensorPickler(pickle.Pickler):
         if type(obj) is torch.Tensor and obj.device.type == "cpu" and obj.layout == torch.strided \
                 and not obj.is_quantized and not obj.requires_grad:
             flat = obj.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
-            return _tensor_from_bytes, (str(obj.dtype).removeprefix("torch."), tuple(obj.shape), bytearray(flat.numpy()))
+            dtype = str(obj.dtype).removeprefix("torch.")
+            return _tensor_from_bytes, (dtype, tuple(obj.shape), bytearray(flat.numpy()))
         return NotImplemented
 
 

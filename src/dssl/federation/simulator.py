@@ -363,8 +363,8 @@ class Simulator:
         global_states = task.global_states or round_states
         seed, data = self.config.seed, self.clients[client_id]
         generator = torch_generator(derive_seed(seed, round_index, client_id, Stream.MODEL), self.device)
-        ctx = ClientContext(client_id, round_index, self.config.rounds, task.participation, data, self.device, generator,
-                            expected_participations=sum(map(len, self.schedule)) / len(self.clients))
+        ctx = ClientContext(client_id, round_index, self.config.rounds, task.participation, data, self.device,
+                            generator, expected_participations=sum(map(len, self.schedule)) / len(self.clients))
         ctx.model_index = self.strategy.select_global(client_id, global_states, local_state, ctx)
         start = self.strategy.client_update_start(client_id, global_states[ctx.model_index], local_state, ctx)
         load_state_(self.method, start)
@@ -376,7 +376,8 @@ class Simulator:
         result = train_client(
             self.method, self.optimizer, data,
             lambda images: self.strategy.client_loss(self.method, images, ctx),
-            epochs=self.config.local_epochs if self.strategy.trains(ctx) else 0, batch_size=self.config.batch_size, drop_last=self.config.drop_last,
+            epochs=self.config.local_epochs if self.strategy.trains(ctx) else 0, batch_size=self.config.batch_size,
+            drop_last=self.config.drop_last,
             shuffle_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.SHUFFLE)),
             augment_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.AUGMENT),
                                               self.device),
@@ -546,7 +547,8 @@ class DecLSimulator(Simulator):
     def _run_round(self, round_index: int) -> tuple[list[LocalResult], dict]:
         mix_first = self.config.order == "mix_then_train"
         extras = {"consensus_distance": self._gossip([], round_index)} if mix_first else {}
-        tasks = [ClientTask(client_id, round_index, round_index, [{**self.local_template, **self._model_row(client_id)}])
+        tasks = [ClientTask(client_id, round_index, round_index,
+                            [{**self.local_template, **self._model_row(client_id)}])
                  for client_id in range(len(self.clients))]
         uploads, results = map(list, zip(*self._train_clients(tasks, receive=self._store_upload)))
         self.strategy.receive_uploads(uploads, round_index)

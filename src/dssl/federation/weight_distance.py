@@ -27,7 +27,8 @@ def _shared_float_keys(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tens
         raise KeyError(f"tensors missing from one of the models: {missing[:5]}")
     for key in wanted:
         if a[key].shape != b[key].shape:
-            raise ValueError(f"tensor {key!r} has shape {tuple(a[key].shape)} in one model, {tuple(b[key].shape)} in the other")
+            raise ValueError(f"tensor {key!r} has shape {tuple(a[key].shape)} in one model, "
+                             f"{tuple(b[key].shape)} in the other")
     return [k for k in wanted if a[k].is_floating_point()]
 
 

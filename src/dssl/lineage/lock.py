@@ -2,11 +2,11 @@
 
 A dvc.lock lies beside each dvc.yaml of a pipeline folder (the top-level one and ``pipelines/<kind>/``;
 the project for params.yaml, ``runs/<profile>/`` for another params file, every path relative to that
-folder); together they hold, per stage that ran, the command, the params file and the VALUES it read and the md5 of every
-dependency and output (a folder as DVC's ``<md5>.dir``: the md5 of the JSON list of its files'
-``{"md5", "relpath"}`` sorted by path; the list itself lies in the DVC cache). Walking from an output
-to the stage that wrote it, and from that stage's dependencies to their producers, gives a number's
-whole lineage without running DVC. Hashes are recomputed here exactly as DVC computes them, so
+folder); together they hold, per stage that ran, the command, the params file and the VALUES it read and
+the md5 of every dependency and output (a folder as DVC's ``<md5>.dir``: the md5 of the JSON list of its
+files' ``{"md5", "relpath"}`` sorted by path; the list itself lies in the DVC cache). Walking from an
+output to the stage that wrote it, and from that stage's dependencies to their producers, gives a
+number's whole lineage without running DVC. Hashes are recomputed here exactly as DVC computes them, so
 "matches dvc.lock" means what ``dvc status`` would say about that path.
 """
 

@@ -44,8 +44,9 @@ class ViTBackbone(VisionTransformer):
     """ViT (Dosovitskiy et al., 2021) with a class token and fixed 2-D sin-cos position embeddings.
 
     ``forward(x)`` returns the final-norm class token, [B, embed_dim] (MAE's linear-probe feature and
-    MoCo v3's), or after ``set_pool("avg")`` the mean of the final-norm patch tokens. Position embeddings are fixed, as in MAE and MoCo v3, so they are not trainable
-    parameters; qkv has a bias and LayerNorm eps is 1e-6 (timm's and MAE's ViT defaults).
+    MoCo v3's), or after ``set_pool("avg")`` the mean of the final-norm patch tokens. Position embeddings
+    are fixed, as in MAE and MoCo v3, so they are not trainable parameters; qkv has a bias and LayerNorm
+    eps is 1e-6 (timm's and MAE's ViT defaults).
     """
 
     def __init__(

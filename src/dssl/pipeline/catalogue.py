@@ -167,7 +167,8 @@ def _local_params(params: dict) -> list[str]:
 
 
 def _central_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m), "seeds_key": TOP_LEVEL_SEEDS}
+    return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m),
+             "seeds_key": TOP_LEVEL_SEEDS}
             for m in _section(params, "pretrain", "central").get("models", [])]
 
 
@@ -186,7 +187,8 @@ def _feature_params(params: dict) -> list[str]:
     return ["features", "pretrain.image_size", "models.{model}", *pool]
 
 
-def _evaluation_params(framework: str, extra: tuple[str, ...] = (), seeds: Templates = _const("{seeds_key}")) -> Templates:
+def _evaluation_params(framework: str, extra: tuple[str, ...] = (),
+                       seeds: Templates = _const("{seeds_key}")) -> Templates:
     """``seeds``: the keys of the seed lists an instance evaluates (default its cell's, ``{seeds_key}``)."""
     def keys(params: dict) -> list[str]:
         protocols = params["evaluate"]["protocols"].get(framework, [])
@@ -301,13 +303,15 @@ KINDS: tuple[StageKind, ...] = (
               outputs=_const("data/prepared/{name}/"), whole_dataset=True),
     StageKind("partitions", "partition:run", (), "Split prepared datasets among clients (every 'partitions' entry).",
               grid=_single("partitions"), params=_const("partitions"),
-              inputs=lambda params: sorted({f"data/prepared/{spec['dataset']}" for spec in params["partitions"].values()}),
+              inputs=lambda params: sorted({f"data/prepared/{spec['dataset']}"
+                                            for spec in params["partitions"].values()}),
               outputs=lambda params: [out for name in params["partitions"] for out in (
                   f"data/partitions/{name}/", f"reports/figures/partitions/{name}.png")],
               plots=lambda params: [f"reports/figures/partitions/{name}.png" for name in params["partitions"]]),
     StageKind("graphs", "graph:run", (), "Communication graphs and their mixing matrices (every 'graphs' entry).",
               grid=_single("graphs"), params=_const("graphs"),
-              inputs=lambda params: sorted({f"data/partitions/{spec['partition']}" for spec in params["graphs"].values()}),
+              inputs=lambda params: sorted({f"data/partitions/{spec['partition']}"
+                                            for spec in params["graphs"].values()}),
               outputs=lambda params: [out for name in params["graphs"] for out in (
                   f"data/graphs/{name}/graph.json", f"reports/figures/graphs/{name}.png")],
               plots=lambda params: [f"reports/figures/graphs/{name}.png" for name in params["graphs"]]),

@@ -274,18 +274,21 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     results = run_tasks(partial(_evaluate_task, subject, params, stage.stage_name, device), tasks, device)
     if subject.clients:
         results = _clients_merged(results)
-    read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", "vit_pool", *params["evaluate"]["protocols"][subject.framework])
+    protocols = params["evaluate"]["protocols"][subject.framework]
+    read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", "vit_pool", *protocols)
                          if key in params["evaluate"]},
             "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": stage.seeds}
     strategy = subject.describe.get("strategy")
     if strategy:
         read["strategies"] = {strategy: params["strategies"][strategy]}
     out, machine = metrics_dir(subject.framework, subject.cell), hardware_label()
-    files = [Path(seed_dir(o.record["seed"])) / f"{o.record['dataset']}-{o.record['protocol']}.json" for o, _ in results]
+    files = [Path(seed_dir(o.record["seed"])) / f"{o.record['dataset']}-{o.record['protocol']}.json"
+             for o, _ in results]
     records = [
-        StageRecord(stage.stage_name, read, {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss,
-                                             "resumed": float(outcome.resumed != "no"),
-                                             **{f"test_acc client {c}": a for c, a in (r.get("clients") or {}).items()}},
+        StageRecord(stage.stage_name, read,
+                    {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss,
+                     "resumed": float(outcome.resumed != "no"),
+                     **{f"test_acc client {c}": a for c, a in (r.get("clients") or {}).items()}},
                     inputs=[prepared_dir(r["dataset"]), *inputs, *subject.seed_inputs(r["seed"])],
                     run=f"{seed_dir(r['seed'])}/{r['dataset']}-{r['protocol']}", seed=r["seed"],
                     tags={"resumed": outcome.resumed, "device": device}, run_params=outcome.config)

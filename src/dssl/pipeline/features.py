@@ -43,7 +43,8 @@ def encoder_files(model: str, partition: str, strategy: str, clients: list[int],
     missing = [label for label, path in files.items() if not path.is_file()]
     if missing:
         producer = (f"pretrain_fl@{model}-{partition}-{strategy}" if missing == [GLOBAL]
-                    else f"pretrain_local@{model}-{partition} (pretrain.local.clients.{partition} must train {clients})")
+                    else f"pretrain_local@{model}-{partition} "
+                         f"(pretrain.local.clients.{partition} must train {clients})")
         raise StageError(f"no encoder of {missing} for seed {seed} under models/; run {producer} first")
     return files
 

@@ -26,12 +26,12 @@ import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from dssl.config.grids import cell_seeds
 from dssl.config.sections import backbone_family
 from dssl.pipeline.common import Stage, StageError, atomic_dir
-from dssl.pipeline.layout import CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir, prepared_dir, seed_dir
+from dssl.pipeline.layout import (CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir,
+                                  prepared_dir, seed_dir)
 from dssl.pipeline.workers import client_state_storage, client_worker_count, run_tasks, stage_device
 from dssl.tracking import StageRecord
 from dssl.tracking.lineage import hardware
@@ -289,7 +289,8 @@ def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> 
     params = stage.params
     partition = graph_partition(params, graph)
     read = _params_read(params, model, {"decl": {"train": params["pretrain"]["decl"]["train"]}}, stage.seeds,
-                        graphs={graph: graph_spec(params, graph)}, strategies={strategy: params["strategies"][strategy]})
+                        graphs={graph: graph_spec(params, graph)},
+                        strategies={strategy: params["strategies"][strategy]})
     cell = Cell(stage.stage_name, "decl", model, graph, read, (partition_dir(partition), graph_file(graph)), strategy,
                 schedule_device(params, "decl", strategy))
     return _run_cell(stage, cell, _decl_seed)

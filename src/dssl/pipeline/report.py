@@ -41,7 +41,8 @@ def _schedule(train: dict) -> str:
 def _grid_lines(framework: str, grids: dict, place: str) -> list[str]:
     lines = []
     for name, grid in (grids or {}).items():
-        axes = [grid.get("models") or [], grid.get(place) or [], *([grid.get("strategies")] if "strategies" in grid else [])]
+        axes = [grid.get("models") or [], grid.get(place) or [],
+                *([grid.get("strategies")] if "strategies" in grid else [])]
         count = 1
         for axis in axes:
             count *= len(axis)
@@ -59,7 +60,8 @@ def _partition_text(spec: dict) -> str:
 
 def _graph_text(spec: dict) -> str:
     connectivity = f", |A| = {spec['connectivity']}" if "connectivity" in spec else ""
-    return f"{spec['topology']} graph over the clients of {spec['partition']}{connectivity} (seed {spec.get('seed', 0)})"
+    return (f"{spec['topology']} graph over the clients of {spec['partition']}{connectivity} "
+            f"(seed {spec.get('seed', 0)})")
 
 
 def _improved_text(spec: dict) -> str:
@@ -96,7 +98,8 @@ def settings(params: dict) -> dict[str, Any]:
         "Strategies": [f"`{name}`: {strategy_text(spec)}" for name, spec in params["strategies"].items()],
         "Partitions": [f"`{name}`: {_partition_text(spec)}" for name, spec in params["partitions"].items()],
         "Graphs": [f"`{name}`: {_graph_text(spec)}" for name, spec in (params.get("graphs") or {}).items()]
-                  + [f"`{name}`: {_improved_text(spec)}" for name, spec in (params.get("improved_graphs") or {}).items()],
+                  + [f"`{name}`: {_improved_text(spec)}"
+                     for name, spec in (params.get("improved_graphs") or {}).items()],
         "Grids (cells = models x partitions or graphs x strategies)": grids,
     }
 

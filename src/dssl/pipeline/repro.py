@@ -63,7 +63,8 @@ def estimated_cost(stage: StageInstance, params: dict) -> float:
     train.update(((params.get("strategies") or {}).get(stage.fields.get("strategy")) or {}).get("train") or {})
     if framework == "fl":
         clients = ((params.get("partitions") or {}).get(stage.fields.get("partition")) or {}).get("clients") or 1
-        passes = train.get("rounds", 1) * train.get("clients_per_round", clients) * train.get("local_epochs", 1) / clients
+        passes = (train.get("rounds", 1) * train.get("clients_per_round", clients)
+                  * train.get("local_epochs", 1) / clients)
     elif framework == "decl":
         passes = train.get("rounds", 1) * train.get("local_epochs", 1)
     else:

@@ -3,15 +3,15 @@
 ``dssl verdicts export --label <name>`` copies the report's ``claims.csv`` to
 ``reports/verdicts/<name>/`` with ``source.json``: the md5 of the params file, a digest of the code (the
 ``code`` stage's manifests: every file of every stage kind's import closure), the hardware the results
-were computed on and the kernel pins they ran under (both from their result files' ``hardware``,
-which each stage writes: not from the exporting shell's environment) and the git commit. A params file's ``report.verdicts_elsewhere`` (label -> such a folder) puts them in its report
-(``reporting.verdicts``): recorded with the same params md5 and code digest, they mark the claims whose
-verdict differs as fragile. The typical use: the same commit run once more with torch's and oneDNN's
-kernels pinned to another instruction set (``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2``: on an
-AVX512 AMD EPYC this gives an AVX2 EPYC's bits; ``MKL_CBWR=AVX2`` would also switch MKL to its
-reproducibility-mode code, which no unpinned run executes). ``MKL_CBWR`` is recorded when set. A run
-whose result files ran under different pins is refused: its record would name kernels that did not
-compute all of it.
+were computed on and the kernel pins they ran under (both from their result files' ``hardware``, which
+each stage writes: not from the exporting shell's environment) and the git commit. A params file's
+``report.verdicts_elsewhere`` (label -> such a folder) puts them in its report (``reporting.verdicts``):
+recorded with the same params md5 and code digest, they mark the claims whose verdict differs as fragile.
+The typical use: the same commit run once more with torch's and oneDNN's kernels pinned to another
+instruction set (``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2``: on an AVX512 AMD EPYC this gives
+an AVX2 EPYC's bits; ``MKL_CBWR=AVX2`` would also switch MKL to its reproducibility-mode code, which no
+unpinned run executes). ``MKL_CBWR`` is recorded when set. A run whose result files ran under different
+pins is refused: its record would name kernels that did not compute all of it.
 """
 
 from __future__ import annotations

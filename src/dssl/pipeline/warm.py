@@ -30,10 +30,11 @@ SOCKET_NAME = ".dssl-warm.sock"
 HEAVY_MODULES = (
     "torch", "torchvision", "timm", "numpy", "pandas", "matplotlib.pyplot", "seaborn", "mlflow", "networkx",
     "sklearn.datasets", "scipy.linalg",
-    "mlflow.entities", "mlflow.store.tracking.sqlalchemy_store", "mlflow.store.tracking.sqlalchemy_workspace_store", "dssl.data.datasets", "dssl.data.partition", "dssl.methods", "dssl.models",
+    "mlflow.entities", "mlflow.store.tracking.sqlalchemy_store", "mlflow.store.tracking.sqlalchemy_workspace_store",
+    "dssl.data.datasets", "dssl.data.partition", "dssl.methods", "dssl.models",
     "dssl.federation", "dssl.evaluation.linear_probe", "dssl.evaluation.finetune", "dssl.evaluation.knn",
-    "dssl.evaluation.few_shot", "dssl.tracking", "dssl.topology.graphs", "dssl.pipeline.catalogue", "dssl.config.sections",
-    "dssl.theory.sweep",
+    "dssl.evaluation.few_shot", "dssl.tracking", "dssl.topology.graphs", "dssl.pipeline.catalogue",
+    "dssl.config.sections", "dssl.theory.sweep",
 )
 _HEADER = struct.Struct("!I")
 

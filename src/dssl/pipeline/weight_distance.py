@@ -41,7 +41,8 @@ def seed_distances(global_encoder: dict, locals_: dict[int, dict]) -> dict[str, 
     return {f"{a} vs {b}": d for (a, b), d in pairwise_weight_distances(models, form=FORM).items()}
 
 
-def _local_encoder_files(model: str, partition: str, clients: list[int], seeds: list[int]) -> dict[tuple[int, int], Path]:
+def _local_encoder_files(model: str, partition: str, clients: list[int],
+                         seeds: list[int]) -> dict[tuple[int, int], Path]:
     local_dir = model_dir("local", cell_path(model, partition))
     files = {(seed, c): local_dir / seed_dir(seed) / client_dir(c) / "encoder.pt" for seed in seeds for c in clients}
     missing = sorted({c for (_, c), path in files.items() if not path.is_file()})

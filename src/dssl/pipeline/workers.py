@@ -7,12 +7,12 @@ thread count (measured: 1 and 2 threads give different weights after 5 steps), s
 exactly one thread, under DVC, Snakemake or a pool of any size, and a seed's weights are the same
 bits whichever engine trained it.
 
-How many workers: one per core, because more processes than cores cost far more than the time
-they share. Measured on a 2-core EPYC (each a cold process, imports included), Table 1's 10-seed SimSiam + CNN
-cell took 67-70 s with 8 workers (4 per core) and 54 s with 2, and a 10-seed evaluation 3.7 s against 3.3 s. The exception is a
-count that is below two per core and leaves a remainder (3 seeds on 2 cores): one per core would run
-the last one alone while a core idles, so all start at once and the operating system shares the
-cores (Fig. 2a's 3-seed DecL cell: 51-54 s with 3 workers, 61-63 s with 2). Neither changes a
+How many workers: one per core, because more processes than cores cost far more than the time they share.
+Measured on a 2-core EPYC (each a cold process, imports included), Table 1's 10-seed SimSiam + CNN cell
+took 67-70 s with 8 workers (4 per core) and 54 s with 2, and a 10-seed evaluation 3.7 s against 3.3 s.
+The exception is a count that is below two per core and leaves a remainder (3 seeds on 2 cores): one per
+core would run the last one alone while a core idles, so all start at once and the operating system
+shares the cores (Fig. 2a's 3-seed DecL cell: 51-54 s with 3 workers, 61-63 s with 2). Neither changes a
 result, since each task still uses exactly one thread.
 
 Workers are forked (torch is already imported, no thread pool has started: forking is safe) and

@@ -250,8 +250,9 @@ def render(plan: Plan, stages: bool = False) -> str:
         for c in plan.stages:
             if c.stage in plan.hours:
                 lines.append(f"  {c.stage:<56} {_count(c.images_trained + c.images_forward):>10} "
-                             f"{_flops(c.total_flops):>10} {plan.hours[c.stage]:>9,.1f} {_bytes(c.checkpoint_round):>10} "
-                             f"{_bytes(c.checkpoint_written):>10} {_bytes(c.checkpoint_disk):>10} {_bytes(c.outputs):>10}")
+                             f"{_flops(c.total_flops):>10} {plan.hours[c.stage]:>9,.1f} "
+                             f"{_bytes(c.checkpoint_round):>10} {_bytes(c.checkpoint_written):>10} "
+                             f"{_bytes(c.checkpoint_disk):>10} {_bytes(c.outputs):>10}")
     lines += ["", _jobs_text(plan)]
     lines += ["", "prepared data (data/prepared/, uint8 arrays):"]
     for name, d in plan.datasets.items():

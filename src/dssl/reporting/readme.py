@@ -47,7 +47,8 @@ ELSEWHERE_TITLE = "## Verdicts on other CPU kernels"
 FRAGILE = "fragile"
 PRECONDITION = "pretraining_gain"
 CLAIMS_FIGURE = "claims.png"
-FOREST_X_LABEL = "paired difference ({unit}), signed so that > 0 is the paper's direction; bar: 95 % interval over seeds"
+FOREST_X_LABEL = ("paired difference ({unit}), signed so that > 0 is the paper's direction; "
+                  "bar: 95 % interval over seeds")
 
 
 def build_sections(ctx: ReportContext, sections: Mapping[str, Mapping[str, Any] | None]) -> list[SectionOutput]:
@@ -109,8 +110,9 @@ def _fragile_sentence(claims: list[Finding], elsewhere: pd.DataFrame | None, rec
         return ""
     compared = [r.label for r in records if r.comparable]
     if not compared:
-        return (f" The verdicts recorded on other CPU kernels ({', '.join(r.label for r in records)}) come from other "
-                "params or code than this build: no claim is marked fragile (section \"Verdicts on other CPU kernels\").")
+        return (f" The verdicts recorded on other CPU kernels ({', '.join(r.label for r in records)}) come "
+                "from other params or code than this build: no claim is marked fragile "
+                "(section \"Verdicts on other CPU kernels\").")
     count = sum(is_fragile(f, fragile) for f in claims)
     same = _same_kernels(records, hardware)
     caveat = (f"; every compared run used the same CPU kernels as this build ({same}): no other kind is compared yet"

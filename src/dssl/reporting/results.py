@@ -147,7 +147,8 @@ def load_weight_distances(folder: Path | str) -> pd.DataFrame:
         distances = record["distances"]
         if not isinstance(distances, dict) or not distances or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in distances.values()):
-            raise ArtifactError(path, f"key 'distances' must map model pairs to non-negative numbers, got {distances!r}")
+            raise ArtifactError(path, "key 'distances' must map model pairs to non-negative numbers, "
+                                      f"got {distances!r}")
         rows += [{"model": record["model"], "partition": record["partition"], "strategy": record["strategy"],
                   "seed": int(record["seed"]), "pair": pair, "distance": float(value), "form": record["form"],
                   "stage": record["stage"], "file": str(path)} for pair, value in distances.items()]

@@ -45,7 +45,8 @@ class VerdictRecord:
                  "**other params or code than this build** (params "
                  f"{str(source.get('params_digest', '?'))[:8]}, code {str(source.get('code_digest', '?'))[:8]}): "
                  "shown, not compared")
-        return (f"`{self.label}`: {hardware}{', ' + kernels if kernels else ''}; commit {str(source.get('commit') or '?')[:10]}, "
+        commit = str(source.get("commit") or "?")[:10]
+        return (f"`{self.label}`: {hardware}{', ' + kernels if kernels else ''}; commit {commit}, "
                 f"recorded {source.get('created', '?')}; {state}")
 
 

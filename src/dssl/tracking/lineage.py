@@ -61,7 +61,8 @@ def hardware() -> dict[str, str]:
     vendor: an Intel Xeon and an AMD EPYC, both AVX512, train the same seed to other weights), the kernel
     pins, torch's version and the accelerator. Torch facts only when torch is loaded."""
     pins = kernel_pins()
-    facts = {"hardware.cpu": cpu_model(), "hardware.kernel_pins": " ".join(f"{k}={v}" for k, v in pins.items()) or "none"}
+    facts = {"hardware.cpu": cpu_model(),
+             "hardware.kernel_pins": " ".join(f"{k}={v}" for k, v in pins.items()) or "none"}
     torch = sys.modules.get("torch")
     if torch is not None:
         facts["hardware.cpu_capability"] = str(torch.backends.cpu.get_cpu_capability())

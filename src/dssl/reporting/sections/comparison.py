@@ -7,12 +7,13 @@ for DecL); either may pin the other part with ``"<strategy>@<place>"`` (Table 6'
 compare methods), a row may name a cell of another framework with ``"central/<model>"`` (the model trained
 on the pooled data) or ``"local/<model>"`` (its stand-alone clients on the column's partition, scored as
 their mean), and a row may give one spec per column (Table 7, whose columns are values of gamma).
-``references`` are rows printed beside the others but left out of the claim (paper B's centralised
-BYOL: an upper bound, not a competitor). Row and column labels are the paper's own keys, so the paper's values print beside ours. Each table states one claim
-of the form "row R is above every other row", checked per column on paired per-seed differences
-(supported when R beats every other row beyond its interval, contradicted when some row beats R beyond
-its interval, otherwise inconclusive), and untestable where a compared pretraining does not beat random
-init (in an ablation, where the full method does not: the ablated model collapsing is the finding).
+``references`` are rows printed beside the others but left out of the claim (paper B's centralised BYOL:
+an upper bound, not a competitor). Row and column labels are the paper's own keys, so the paper's values
+print beside ours. Each table states one claim of the form "row R is above every other row", checked per
+column on paired per-seed differences (supported when R beats every other row beyond its interval,
+contradicted when some row beats R beyond its interval, otherwise inconclusive), and untestable where a
+compared pretraining does not beat random init (in an ablation, where the full method does not: the
+ablated model collapsing is the finding).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def strategy_text(spec: Mapping[str, Any]) -> str:
     """``fedema (aggregation=uniform, divergence=paper, ...; train: rounds=200)``: a strategies entry with every
     option it runs with (the strategy's declared defaults filled in) and its training overrides."""
     declared = declared_strategies().get(spec.get("name"))
-    options = declared.resolved(dict(spec)) if declared else {k: v for k, v in spec.items() if k not in ("name", "train")}
+    options = (declared.resolved(dict(spec)) if declared
+               else {k: v for k, v in spec.items() if k not in ("name", "train")})
     options.update({k: spec[k] for k in ("mixing", "order") if k in spec})
     text = ", ".join(f"{k}={v}" for k, v in options.items())
     train = spec.get("train") or {}
@@ -91,7 +93,8 @@ class StrategyComparison(ReportSection):
         if self.best_row not in self.rows:
             raise ValueError(f"the claim's row {self.best_row!r} is not among the rows {sorted(self.rows)}")
         self.references, self.paper_scale_only = tuple(references), tuple(str(x) for x in paper_scale_only)
-        unknown = sorted(set(self.references) - set(self.rows)) + ([self.best_row] if self.best_row in self.references else [])
+        unknown = (sorted(set(self.references) - set(self.rows))
+                   + ([self.best_row] if self.best_row in self.references else []))
         if unknown:
             raise ValueError(f"references {unknown} must be rows other than the claim's row {self.best_row!r}")
         for row in self.rows:
@@ -173,7 +176,8 @@ class StrategyComparison(ReportSection):
         measured = pd.DataFrame({"row": data["row"], "column": data["column"], "cell": data["cell"],
                                  "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
         parts = [f"![{self.title}]({FIGURES}/{self.name}.png)",
-                 f"{self.intro} Model {self.model}, {self.framework.upper()}, scored with {self.protocol}; {CELL_NOTE}. "
+                 f"{self.intro} Model {self.model}, {self.framework.upper()}, scored with {self.protocol}; "
+                 f"{CELL_NOTE}. "
                  "Each row names its cell as framework/model/" + PLACE[self.framework] + "/strategy (central/<model>: "
                  "trained on the pooled data; local/<model>/<partition>: each client trained alone, scored as the "
                  "mean over clients)."
@@ -227,7 +231,8 @@ class StrategyComparison(ReportSection):
                             index=pd.Index(list(rows), name="row"))
 
     def empty_text(self) -> str:
-        return f"No {self.framework.upper()} {self.protocol} results of {self.model} for this table's cells in this build."
+        return (f"No {self.framework.upper()} {self.protocol} results of {self.model} for this table's cells "
+                "in this build.")
 
 
 @register_section("fig2b")
@@ -332,7 +337,8 @@ class Table8(StrategyComparison):
     paper_key = "table8_gamma_schedule"
     best_row = "cosine_0.1_to_0.001"
     claim = "the cosine gamma schedule beats every constant gamma (paper A, Table 8)"
-    intro = "Paper A's Table 8 compares constant weights gamma of the A-MMD term with its cosine schedule (gamma 0 = MAE)."
+    intro = ("Paper A's Table 8 compares constant weights gamma of the A-MMD term with its cosine schedule "
+             "(gamma 0 = MAE).")
 
 
 @register_section("table2")
@@ -342,9 +348,9 @@ class Table2(StrategyComparison):
     note = ("FedU's threshold and FedEMA's constant lambda are read on the norm paper B's code tuned them on: "
             "`divergence: paper` is its ||W_g - W_k|| in that code's mean of per-kernel L2 norms over the encoder's "
             "convolutions (`paper_flat`: one flattened norm, several times larger; `code`: the code's own drift "
-            "during the previous local training). A FedEMA client that skipped the previous round restarts from the global "
-            "model (`skipped: restart`, paper B's code under client sampling; `blend` blends its stale model). A "
-            "baseline whose strategy entry carries `train.optimizer` trains with its authors' recipe.")
+            "during the previous local training). A FedEMA client that skipped the previous round restarts from "
+            "the global model (`skipped: restart`, paper B's code under client sampling; `blend` blends its stale "
+            "model). A baseline whose strategy entry carries `train.optimizer` trains with its authors' recipe.")
     title = "Table 2: FedMAR against federated SSL baselines"
     paper_key = "table2_sota"
     best_row = "fedmar_r18"
@@ -398,11 +404,12 @@ class FedEMATable(StrategyComparison):
     note = ("FedU's threshold and FedEMA's constant lambda are read on the norm paper B's code tuned them on: "
             "`divergence: paper` is its ||W_g - W_k|| in that code's mean of per-kernel L2 norms over the encoder's "
             "convolutions (`paper_flat`: one flattened norm, several times larger; `code`: the code's own drift "
-            "during the previous local training). Paper B trains every client in every round, so `skipped` never applies "
-            "here.")
+            "during the previous local training). Paper B trains every client in every round, so `skipped` never "
+            "applies here.")
     title = "Paper B: FedEMA against stand-alone training, FedBYOL and FedU"
     best_row = "FedEMA"
-    claim = "FedEMA outperforms the other rows: stand-alone training, FedBYOL, FedU (paper B: by 3-4 % in linear evaluation)"
+    claim = ("FedEMA outperforms the other rows: stand-alone training, FedBYOL, FedU "
+             "(paper B: by 3-4 % in linear evaluation)")
     intro = ("Paper B reports FedEMA at 83.34 % linear accuracy on CIFAR-10 non-IID, 3-4 % above the existing methods; "
              "its stand-alone row trains and evaluates each client on its own (here: their mean).")
 
@@ -458,7 +465,8 @@ class FedSSLStopGradient(StrategyComparison):
             raise ValueError(f"works_without names columns {unknown} that are not among {sorted(self.columns)}")
         without = [row for row in self.rows if row != self.best_row]
         if len(without) != 1:
-            raise ValueError(f"fedssl_stop_gradient needs two rows, {self.best_row!r} and one without, got {sorted(rows)}")
+            raise ValueError(f"fedssl_stop_gradient needs two rows, {self.best_row!r} and one without, "
+                             f"got {sorted(rows)}")
         self.works_without, self.without_row = tuple(works_without), without[0]
 
     def column_finding(self, column: str, gate: PretrainingGate) -> Finding | None:
@@ -549,6 +557,7 @@ class FedEMALambda(ReportSection):
         from dssl.reporting.figures import sweep_figure
 
         title = f"Paper B: FedEMA with a constant lambda ({self.framework}/{self.model}/{self.partition}/<strategy>)"
-        note = ctx.note(f"{self.protocol} on {', '.join(dict.fromkeys(data['dataset']))}") + " · bars: 95 % seed interval"
+        datasets = ", ".join(dict.fromkeys(data["dataset"]))
+        note = ctx.note(f"{self.protocol} on {datasets}") + " · bars: 95 % seed interval"
         return {"fedema_lambda.png": lambda path: sweep_figure(data, path, "lambda", f"{self.protocol} accuracy (%)",
                                                                title, note)}

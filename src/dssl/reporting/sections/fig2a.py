@@ -89,7 +89,8 @@ class Fig2a(ReportSection):
         overall = (CONTRADICTED if CONTRADICTED in outcomes
                    else SUPPORTED if all(o == SUPPORTED for o in outcomes) else INCONCLUSIVE)
         graph, diff, _ = min(compared, key=lambda c: c[1].mean)
-        return Finding(self.name, CLAIM_FL, subject, overall, diff, f"FL - {graph} (the closest DecL point)", cells=named)
+        return Finding(self.name, CLAIM_FL, subject, overall, diff, f"FL - {graph} (the closest DecL point)",
+                       cells=named)
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         selection = self._selection
@@ -100,7 +101,8 @@ class Fig2a(ReportSection):
         return "\n\n".join([
             f"![Fig. 2a: DecL accuracy against |A|]({FIGURES}/fig2a.png)",
             f"DecL {self.protocol} accuracy on {dataset_name(selection['dataset'])} for {selection['model']} "
-            f"pretrained with strategy {self.strategy} on partition {selection['partition']}, against the average connectivity |A| (self "
+            f"pretrained with strategy {self.strategy} on partition {selection['partition']}, "
+            "against the average connectivity |A| (self "
             f"included): {CELL_NOTE}. Paper A gives its values only in the figure. The FL reference is the "
             f"DecL run on the complete graph (\"{FL_LABEL}\"): uniform mixing over all clients equals FedAvg "
             "with every client taking part and uniform weights.",

@@ -28,9 +28,11 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from dssl.data.partition import IID_ALPHA
-from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare, difference_of_differences, unpaired_seeds
+from dssl.reporting.claims import (UNTESTABLE, Finding, PretrainingGate, compare, difference_of_differences,
+                                   unpaired_seeds)
 from dssl.reporting.results import summarise
-from dssl.reporting.sections.base import FIGURES, FOLDER, ReportContext, ReportSection, known_protocols, register_section
+from dssl.reporting.sections.base import (FIGURES, FOLDER, ReportContext, ReportSection, known_protocols,
+                                          register_section)
 from dssl.reporting.tables import (
     CELL_NOTE, FAMILY_ORDER, METHOD_ORDER, cell_name, compared_cells, dataset_name, drop_pp, family_name,
     format_drop, format_summary, index_in, markdown_table, row_label,
@@ -85,7 +87,8 @@ def table1_runs(results: pd.DataFrame, protocol: str, dataset: str | None = None
     fl = fl[fl["rank"] == fl.groupby(CELL)["rank"].transform("min")].drop(columns="rank")
     shown = {(family, protocol) for family in runs["family"].dropna().unique()}
     shown |= set(zip(fl["family"], fl["protocol"]))
-    on_shown = pd.Series([pair in shown for pair in zip(runs["family"], runs["protocol"])], index=runs.index, dtype=bool)
+    on_shown = pd.Series([pair in shown for pair in zip(runs["family"], runs["protocol"])], index=runs.index,
+                         dtype=bool)
     reference = runs[((runs["framework"] == "random") & on_shown)
                      | ((runs["framework"] == "central") & (runs["protocol"] == read_on))]
     reference = reference.assign(row=[_reference_label(r, protocol) for r in reference.itertuples()], setting=IID)
@@ -108,7 +111,8 @@ def _unequal_rows(cells: list[pd.DataFrame]) -> str | None:
     """Why cells are not compared, or None: changes on two protocols are not on one scale, rows of different
     strategy entries trained different depths, and cells of different seeds cannot be paired (grids that
     set their own seeds)."""
-    for column, noun, option in (("protocol", "protocols", "protocols"), ("strategy", "strategy entries", "strategies")):
+    for column, noun, option in (("protocol", "protocols", "protocols"),
+                                 ("strategy", "strategy entries", "strategies")):
         values = sorted({str(cell[column].iloc[0]) for cell in cells})
         if len(values) > 1:
             return f"the rows have different {noun} ({', '.join(values)}): report.sections.table1.{option}"
@@ -267,9 +271,12 @@ class Table1(ReportSection):
         """Row labels with their model (reference rows: their whole cell), column labels with their partition."""
         runs = self._runs
         fl = runs[runs["framework"] == "fl"]
-        rows = {row: (self._model_text(group.iloc[0]) if group.iloc[0]["framework"] == "fl" else cell_name(group.iloc[0]))
-                for row, group in runs.groupby("row", sort=False)}
-        columns = {f"{dataset_name(d)} {s}": p for (d, s), p in fl.groupby(["dataset", "setting"])["partition"].first().items()}
+        rows = {}
+        for row, group in runs.groupby("row", sort=False):
+            first = group.iloc[0]
+            rows[row] = self._model_text(first) if first["framework"] == "fl" else cell_name(first)
+        partitions = fl.groupby(["dataset", "setting"])["partition"].first()
+        columns = {f"{dataset_name(d)} {s}": p for (d, s), p in partitions.items()}
         return table.rename(index=lambda r: f"{r} ({rows[r]})" if r in rows else r,
                             columns=lambda c: f"{c} ({columns[c]})" if c in columns else c)
 

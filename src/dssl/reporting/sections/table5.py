@@ -59,8 +59,9 @@ class Table5(ReportSection):
             for pair, group in sorted(cell.groupby("pair", sort=False), key=lambda item: _pair_order(item[0])):
                 interval = seed_interval(group["distance"].tolist())
                 rows.append({"row": pair, "column": label, "model": self.columns[label][0],
-                             "strategy": self.columns[label][1], "partition": self.partition, "mean": interval.mean,
-                             "ci": interval.half_width, "n": interval.n, "stages": ", ".join(sorted(set(group["stage"])))})
+                             "strategy": self.columns[label][1], "partition": self.partition,
+                             "mean": interval.mean, "ci": interval.half_width, "n": interval.n,
+                             "stages": ", ".join(sorted(set(group["stage"])))})
         return pd.DataFrame(rows)
 
     def findings(self, data: pd.DataFrame, ctx: ReportContext) -> list[Finding]:
@@ -114,7 +115,8 @@ class Table5(ReportSection):
                                 index=pd.Index(rows, name="l2 distance (sum over layers)"))
         parts = [f"Encoder weights of two clients of {self.partition} trained alone (from the FL run's initial "
                  "weights) against each other and against the FL cell's global model; mean ± 95 % interval over "
-                 "seeds [n]; each column names its FL cell and stand-alone cell. A client that trains alone has no z̄ to align to, so MAR's local models are MAE's and its "
+                 "seeds [n]; each column names its FL cell and stand-alone cell. A client that trains alone has no "
+                 "z̄ to align to, so MAR's local models are MAE's and its "
                  "column differs from MAE's through the global model only. Distances of different backbones "
                  "do not compare.", "**Measured (this pipeline)**", markdown_table(measured)]
         paper = ctx.paper.get(PAPER_KEY)
