@@ -394,3 +394,34 @@ def test_pretraining_margin_pairs_each_cell_with_random_init(tmp_path):
         assert low <= diff <= high
     params = yaml.safe_load((work / "params.yaml").read_text())
     assert (params["pretrain"]["fl"]["train"]["rounds"], params["seeds"]) == (1, [0, 1])
+
+
+def test_fresh_clone_times_both_commands_and_compares_the_claims_with_each_record(tmp_path):
+    """A 'run' that reports one record's claims verbatim: byte-equal to that record, a line for every other
+    record, the two commands' seconds, the stage count from the run's log and the table row."""
+    records = sorted(p.name for p in (ROOT / "reports/verdicts").iterdir() if (p / "claims.csv").is_file())
+    copy = ("mkdir -p reports/sections && cp reports/verdicts/avx512-kernels/claims.csv reports/sections/ "
+            "&& echo \"Running stage 'a':\" && echo \"Running stage 'b':\"")
+    clone = tmp_path / "clone"
+    done = run_script("fresh_clone.py", "--dir", str(clone), "--setup", "true", "--repro", copy, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert f"commit: {head[:10]}" in out and "2 stages run" in out
+    assert re.search(r"^setup: \d+ s$", out, re.M) and re.search(r"^repro: \d+ s$", out, re.M)
+    assert re.search(r"^in all: \d+\.\d min \(within the 20-minute budget\)$", out, re.M)
+    assert "record avx512-kernels: claims.csv byte-equal" in out
+    assert [r for r in records if f"record {r}: claims.csv" in out] == records
+    assert re.search(rf"^row: \| {head[:7]} \| .+ \| \d+ s \| \d+ s \| \*\*\d+\.\d min\*\* \|$", out, re.M)
+    assert (clone / "reports/sections/claims.csv").is_file() and (tmp_path / "clone.repro.log").is_file()
+
+
+def test_fresh_clone_refuses_an_existing_folder_and_stops_at_a_failing_command(tmp_path):
+    (tmp_path / "taken").mkdir()
+    done = run_script("fresh_clone.py", "--dir", str(tmp_path / "taken"), cwd=tmp_path)
+    assert done.returncode != 0 and "exists: name a new folder" in done.stderr
+    done = run_script("fresh_clone.py", "--dir", str(tmp_path / "clone"), "--setup", "echo broken; exit 3",
+                      cwd=tmp_path)
+    assert done.returncode != 0
+    assert "`echo broken; exit 3` failed (exit 3)" in done.stderr and "broken" in done.stderr
+    assert "repro:" not in done.stdout
