@@ -26,14 +26,13 @@ import subprocess
 import time
 from pathlib import Path
 
+from dssl.pipeline.verdicts import CLAIMS, VERDICTS
 from dssl.reporting.verdicts import KEY   # a claim's identity, as the report compares records by it
-from dssl.tracking.lineage import hardware, hardware_label
+from dssl.tracking.lineage import PINNED, hardware, hardware_label
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BUDGET_MINUTES = 20.0   # issue of the embedded default: set-up + run on a 2-core machine
-CLAIMS = Path("reports/sections/claims.csv")
-RECORDS = Path("reports/verdicts")
+BUDGET_MINUTES = 20.0   # the embedded default's target: set-up + run on a 2-core machine (README)
 
 
 def timed(command: str, cwd: Path, log: Path) -> float:
@@ -61,7 +60,7 @@ def compare_with_records(clone: Path) -> list[str]:
     if not claims.is_file():
         return [f"no {CLAIMS} in the clone: the run wrote no report"]
     ours, lines = verdicts(claims), []
-    for record in sorted(p.parent for p in (clone / RECORDS).glob("*/claims.csv")):
+    for record in sorted(p.parent for p in (clone / VERDICTS).glob("*/claims.csv")):
         theirs = verdicts(record / "claims.csv")
         if (record / "claims.csv").read_bytes() == claims.read_bytes():
             lines.append(f"{record.name}: claims.csv byte-equal")
@@ -70,7 +69,7 @@ def compare_with_records(clone: Path) -> list[str]:
         only_ours = len(ours.keys() - theirs.keys())
         lines.append(f"{record.name}: claims.csv differs; {differ} of its {len(theirs)} rows (claims and "
                      f"pretraining gates) have another verdict or are missing here, {only_ours} are only here")
-    return lines or [f"no records under {RECORDS} in the clone"]
+    return lines or [f"no records under {VERDICTS} in the clone"]
 
 
 def stage_count(log: Path) -> int:
@@ -115,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     for line in compare_with_records(clone):
         print(f"record {line}")
     pins = facts["hardware.kernel_pins"]
-    machine = facts["hardware.cpu"] + (f", kernels pinned: {pins}" if pins != "none" else "")
+    machine = facts["hardware.cpu"] + (f", {PINNED}{pins}" if pins != "none" else "")
     print(f"row: | {sha[:7]} | {machine} | {facts.get('hardware.cpu_capability', '?')} | {setup:.0f} s "
           f"| {repro:.0f} s | **{minutes:.1f} min** |")
     if args.remove:
