@@ -11,7 +11,8 @@ each command's output going to ``<dir>.setup.log`` and ``<dir>.repro.log``, and 
 - seconds of set-up and of the run, minutes in all, against the 20-minute budget;
 - for each record under the clone's ``reports/verdicts/``: whether the run's ``claims.csv`` is byte-equal
   to it, else how many of its rows (claims and pretraining gates) have another verdict;
-- the row for the run-time table of docs/reproducibility.md.
+- the row for the run-time table of docs/reproducibility.md;
+- seconds inside the stages per stage kind (the clone's ``benchmarks/stage_times.py``, from its MLflow store).
 The clone is kept (its report and results are the run's evidence; `dssl verdicts export` records them)
 unless ``--remove``. Run it on a machine with nothing else to do: other processes slow the run.
 """
@@ -23,6 +24,7 @@ import csv
 import shlex
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -76,6 +78,15 @@ def stage_count(log: Path) -> int:
     return sum(line.startswith("Running stage ") for line in log.read_text().splitlines())
 
 
+def stage_times(clone: Path) -> str:
+    """The clone's own ``benchmarks/stage_times.py`` over its MLflow store, or why there is none."""
+    done = subprocess.run([sys.executable, str(clone / "benchmarks/stage_times.py"), "--root", str(clone)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"stage times: none ({(done.stderr.strip().splitlines() or ['no output'])[-1]})"
+    return "stage times (seconds inside stages, per stage kind):\n" + done.stdout.rstrip()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commit", default="HEAD", help="what to clone (default: this checkout's HEAD)")
@@ -117,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     machine = facts["hardware.cpu"] + (f", {PINNED}{pins}" if pins != "none" else "")
     print(f"row: | {sha[:7]} | {machine} | {facts.get('hardware.cpu_capability', '?')} | {setup:.0f} s "
           f"| {repro:.0f} s | **{minutes:.1f} min** |")
+    print(stage_times(clone))
     if args.remove:
         shutil.rmtree(clone)
     else:
