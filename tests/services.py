@@ -114,6 +114,9 @@ SwitchType=switch/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
+# Start a pending job within a second of its becoming eligible (defaults: every 30 s by backfill, 60 s by
+# the main loop): a requeued job waits out its hold, then would idle up to 30 s more.
+SchedulerParameters=bf_interval=1,sched_interval=1
 ReturnToService=2
 # squeue answers for a finished job while slurmctld keeps it: Snakemake reads job states from it.
 MinJobAge=3600

@@ -219,7 +219,7 @@ def test_dvc_repro_runs_every_stage_then_only_what_changed(ci_dvc_run: Path, tmp
 
 def test_snakemake_gives_the_bits_of_dvc_repro(ci_dvc_run: Path, ci_local_run) -> None:
     # Snakemake in parallel (2 jobs), each FL / DecL round's clients trained at once in 2 worker processes,
-    # every stage in its own process: the same data bytes and the same metrics; DVC then accepts them
+    # logging to a tracking server: the same data bytes and the same metrics; DVC then accepts them
     snake_root = ci_local_run.root
     params = yaml.safe_load((ci_dvc_run / "params.yaml").read_text())
     outputs = foundation_outputs(ci_dvc_run, params)
