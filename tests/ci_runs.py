@@ -20,6 +20,7 @@ result pickled beside it), and is read-only to the tests; a test that changes a 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -125,11 +126,8 @@ def make_local_run(root: Path) -> LocalRun:
     server.start()
     env = warm_env(MLFLOW_TRACKING_URI=server.uri, DSSL_CLIENT_WORKERS="2")
     try:
-        run(["dssl", "warm", "start"], root, env)
-        try:
+        with warm_stage_server(root, env):
             run(["snakemake", "--cores", "2", "--quiet", "all"], root, env)
-        finally:
-            run(["dssl", "warm", "stop"], root, env)
         os.environ["MLFLOW_TRACKING_URI"] = server.uri
         try:
             frame = stage_runs(root, "ci")
@@ -150,11 +148,8 @@ def make_local_run(root: Path) -> LocalRun:
 def make_dvc_run(root: Path) -> Path:
     """The CI profile by `dssl repro --jobs 2` through the warm stage server, committed to git."""
     copy_project(root, "configs/ci.yaml")
-    run(["dssl", "warm", "start"], root, warm_env())
-    try:
+    with warm_stage_server(root, warm_env()):
         run(["dssl", "repro", "--jobs", "2"], root, warm_env())
-    finally:
-        run(["dssl", "warm", "stop"], root, warm_env())
     git_commit(root, "CI profile run by dssl repro")
     return root
 
@@ -164,6 +159,16 @@ def warm_env(**extra: str) -> dict[str, str]:
     env = clean_env(**extra)
     env.pop("DSSL_WARM")
     return env
+
+
+@contextlib.contextmanager
+def warm_stage_server(root: Path, env: dict[str, str]):
+    """`dssl warm start` in ``root`` for the block (its stages fork from the server), `dssl warm stop` after."""
+    run(["dssl", "warm", "start"], root, env)
+    try:
+        yield
+    finally:
+        run(["dssl", "warm", "stop"], root, env)
 
 
 def copy_run(run_root: Path, target: Path) -> Path:
