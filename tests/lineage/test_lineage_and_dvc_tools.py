@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ci_runs import copy_run
+from ci_runs import copy_run, warm_env, warm_stage_server
 
 from dssl.lineage import lineage as trace
 from dssl.lineage import render_text
@@ -187,11 +187,8 @@ def test_dvc_plots_show_renders_table1_and_the_figures(project: Path, tmp_path: 
 
 def test_dvc_exp_run_then_exp_show_and_params_diff(project: Path) -> None:
     """Last in this module: the experiment leaves its params and results in the workspace."""
-    run(["dssl", "warm", "start"], project)
-    try:
+    with warm_stage_server(project, warm_env()):
         ran = run(["dvc", "exp", "run", "-n", "central-2ep", "-S", "pretrain.central.train.epochs=2"], project)
-    finally:
-        run(["dssl", "warm", "stop"], project)
     output = (ran.stdout + ran.stderr).splitlines()
     stages = {line.split("'")[1].rpartition(":")[2] for line in output if line.startswith("Running stage")}
     assert stages == {"pretrain_central@simsiam-cnn", "evaluate_central@simsiam-cnn", "report"}

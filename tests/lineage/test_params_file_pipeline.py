@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ci_runs import copy_run, shared_once
+from ci_runs import copy_run, shared_once, warm_env, warm_stage_server
 from conftest import command_failure, copy_project
 
 from dssl.config.params import read_params
@@ -66,11 +66,8 @@ def record(root: Path) -> tuple[Path, dict[str, str]]:
     before = snapshot(root)
     written = run(["dssl", "dag", "write", "--params", "configs/ci.yaml"], root)
     assert f"{FOLDER}/dvc.yaml" in written and f"{FOLDER}/pipelines/pretrain_fl/simsiam-cnn/dvc.yaml" in written
-    run(["dssl", "warm", "start"], root)  # the stages, run in runs/ci/, fork from the project's server
-    try:
+    with warm_stage_server(root, warm_env()):  # the stages, run in runs/ci/, fork from the project's server
         run(["snakemake", "--cores", "2", "--configfile", "configs/ci.yaml"], root)
-    finally:
-        run(["dssl", "warm", "stop"], root)
     run(["dvc", "commit", "-f", "-R", str(FOLDER)], root)
     return root, before
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ci_runs import warm_env, warm_stage_server
 from conftest import command_failure, copy_project
 from miniature import BACKBONE_SIDE, miniature, write_datasets
 
@@ -70,11 +71,8 @@ def test_a_paper_profile_runs_end_to_end_at_miniature_length(tmp_path: Path, pro
     root = copy_project(tmp_path)
     params_file, paper, mini = derived(root, profile)
     run(["dssl", "dag", "write", "--params", str(params_file)], root)
-    run(["dssl", "warm", "start"], root)
-    try:
+    with warm_stage_server(root, warm_env()):
         run(["snakemake", "--cores", "2", "--configfile", str(params_file)], root)
-    finally:
-        run(["dssl", "warm", "stop"], root)
     folder = root / "runs" / paper["profile"]
 
     # every stage of the profile's DAG ran, on the CPU in fp32, with the real backbones
