@@ -148,8 +148,9 @@ def make_local_run(root: Path) -> LocalRun:
 def make_dvc_run(root: Path) -> Path:
     """The CI profile by `dssl repro --jobs 2` through the warm stage server, committed to git."""
     copy_project(root, "configs/ci.yaml")
-    with warm_stage_server(root, warm_env()):
-        run(["dssl", "repro", "--jobs", "2"], root, warm_env())
+    env = warm_env()
+    with warm_stage_server(root, env):
+        run(["dssl", "repro", "--jobs", "2"], root, env)
     git_commit(root, "CI profile run by dssl repro")
     return root
 
