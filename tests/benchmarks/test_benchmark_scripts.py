@@ -426,3 +426,19 @@ def test_fresh_clone_refuses_an_existing_folder_and_stops_at_a_failing_command(t
     assert done.returncode != 0
     assert "`echo broken; exit 3` failed (exit 3)" in done.stderr and "broken" in done.stderr
     assert "repro:" not in done.stdout
+
+
+def test_pretraining_margin_takes_seeds_without_the_figure_seed():
+    """Seeds the params file never used (10-14) need no ``--set features.seed=...``: Fig. 3's seed follows
+    the first seed given, or stays when it is among them."""
+    spec = importlib.util.spec_from_file_location("pretraining_margin", ROOT / "benchmarks/pretraining_margin.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    params = {"seeds": [10, 11, 12], "features": {"seed": 0, "dataset": "digits"}}
+    module.follow_figure_seed(params)
+    assert params["features"] == {"seed": 10, "dataset": "digits"}
+    params = {"seeds": [3, 0], "features": {"seed": 0}}
+    module.follow_figure_seed(params)
+    assert params["features"]["seed"] == 0
+    module.follow_figure_seed(no_features := {"seeds": [5]})
+    assert no_features == {"seeds": [5]}
