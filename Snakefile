@@ -60,15 +60,21 @@ rule all:
         [out for stage in CATALOGUE.stages for out in stage.outputs],
 
 
+def _code_files(paths):
+    """Code dependencies (files and source folders) as the files the pipeline folder sees."""
+    return [PIPELINE.from_folder(path) for path in expand_folders(paths, PROJECT)]
+
+
 def _inputs_of(kind):
-    """Input function of a kind's rule: the instance's data inputs and the kind's code files (as the
-    pipeline folder sees them)."""
+    """Input function of a kind's rule: the instance's data inputs, the kind's code files and those of the
+    components (method, backbone, strategy) the instance runs, as the pipeline folder sees them."""
     by_key = {stage.key: stage for stage in CATALOGUE.of_kind(kind)}
-    code = [PIPELINE.from_folder(path) for path in expand_folders(CATALOGUE.code(kind), PROJECT)]
+    code = _code_files(CATALOGUE.code(kind))
+    components = {c: _code_files(CATALOGUE.component_code(c)) for s in by_key.values() for c in s.components}
 
     def inputs(wildcards):
-        key = "-".join(wildcards[arg] for arg in kind.args)
-        return [*by_key[key].inputs, *code]
+        stage = by_key["-".join(wildcards[arg] for arg in kind.args)]
+        return list(dict.fromkeys([*stage.inputs, *code, *(f for c in stage.components for f in components[c])]))
     return inputs
 
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Generic, TypeVar
+import ast
+import importlib
+import sys
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Generic, NoReturn, TypeVar
 
 T = TypeVar("T")
 
@@ -21,23 +26,181 @@ class UnknownNameError(KeyError, ValueError):
 
 
 class Registry(dict[str, T], Generic[T]):
-    """A ``dict`` from name to entry whose failed lookups raise :class:`UnknownNameError`."""
+    """A ``dict`` from name to entry whose failed lookups raise :class:`UnknownNameError`.
 
-    def __init__(self, kind: str) -> None:
+    With ``package`` and ``decorator`` it is lazy: the entries are declared by decorators in the modules
+    of that package (``@register_method``, ``@register_strategy("fedmar")``, ...), which are found by
+    reading the modules' syntax trees (``declared_names``) and imported only when a name is looked up.
+    A stage that trains SimSiam then imports, and depends on, SimSiam's module alone: that is what lets
+    a stage's code lineage (``dssl.pipeline.codedeps``) hold only the modules its cell uses. Iterating,
+    ``len`` and ``in`` see every declared name (iteration imports them all).
+    """
+
+    def __init__(self, kind: str, package: str | None = None, decorator: str | None = None) -> None:
         super().__init__()
         self.kind = kind
+        self.package = package
+        self.decorator = decorator
+
+    @classmethod
+    def lazy(cls, kind: str) -> Registry:
+        """The lazy registry of ``kind`` (a key of ``LAZY``)."""
+        package, decorator = LAZY[kind]
+        return cls(kind, package, decorator)
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator that stores its argument under ``name`` (each name once)."""
 
         def add(entry: T) -> T:
-            if name in self:
+            if dict.__contains__(self, name):
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self[name] = entry
             return entry
 
         return add
 
+    def declared(self) -> dict[str, str]:
+        """Every declared name -> the module declaring it (empty for an eager registry)."""
+        if self.package is None or self.decorator is None:
+            return {}
+        return {name: module_name(self.package, stem)
+                for name, stem in declared_names(self.package, self.decorator).items()}
+
+    def module_of(self, name: str) -> str:
+        """The module that implements ``name`` (its code lineage); an unknown name raises UnknownNameError."""
+        declared = self.declared()
+        if name not in declared:
+            self._unknown(name)
+        return declared[name]
+
+    def names(self) -> list[str]:
+        """Every name, declared or registered, sorted; imports nothing."""
+        return sorted(set(self.declared()) | set(dict.keys(self)))
+
+    def load_all(self) -> Registry[T]:
+        """Import every declaring module (for listings and tests), and return the registry."""
+        for module in sorted(set(self.declared().values())):
+            _import(module)
+        return self
+
     def __missing__(self, name: str) -> T:
-        known = ", ".join(sorted(self))
-        raise UnknownNameError(f"unknown {self.kind} {name!r}; known: {known}")
+        module = self.declared().get(name)
+        if module is not None:
+            _import(module)
+            if dict.__contains__(self, name):
+                return dict.__getitem__(self, name)
+        self._unknown(name)
+
+    def _unknown(self, name: str) -> NoReturn:
+        raise UnknownNameError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}")
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self.declared()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.keys(self.load_all()))
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def keys(self):  # type: ignore[override]
+        return dict.keys(self.load_all())
+
+    def values(self):  # type: ignore[override]
+        return dict.values(self.load_all())
+
+    def items(self):  # type: ignore[override]
+        return dict.items(self.load_all())
+
+
+def _import(module: str) -> None:
+    """Import ``module`` with the CPU as torch's default device: a lookup may happen inside a
+    ``torch.device("meta")`` or ``("cuda")`` block (the plan counts FLOPs on the meta device), and a
+    module's import-time tensors must not land there."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        importlib.import_module(module)
+        return
+    with torch.device("cpu"):
+        importlib.import_module(module)
+
+
+# The lazy registries: kind -> (package inside ``dssl``, the decorator that declares an entry). A package is
+# written relative to ``dssl``: a full module name in a string counts as an import for the code lineage
+# (``dssl.pipeline.codedeps``), and this module is imported by every stage.
+LAZY: dict[str, tuple[str, str]] = {
+    "method": ("methods", "register_method"),
+    "backbone": ("models", "register_backbone"),
+    "strategy": ("federation.strategies", "register_strategy"),
+}
+
+
+def module_name(package: str, stem: str) -> str:
+    """The importable name of module ``stem`` of a package given relative to ``dssl``."""
+    return ".".join([__package__ or "dssl", package, stem])
+
+
+def component_module(kind: str, name: str) -> str:
+    """The module implementing entry ``name`` of lazy registry ``kind``, found without importing anything."""
+    package, decorator = LAZY[kind]
+    declared = declared_names(package, decorator)
+    if name not in declared:
+        raise UnknownNameError(f"unknown {kind} {name!r}; known: {', '.join(sorted(declared))}")
+    return module_name(package, declared[name])
+
+
+def declared_names(package: str, decorator: str) -> dict[str, str]:
+    """``{name: module stem}`` for every declaration in the modules of ``package`` (``declarations``)."""
+    return {name: stem for name, (stem, _) in declarations(package, decorator).items()}
+
+
+def entry_options(kind: str) -> dict[str, dict[str, object]]:
+    """``{name: {keyword: value}}``: the literal keyword arguments each entry of lazy registry ``kind`` is
+    declared with (a backbone's ``family``), read without importing anything."""
+    package, decorator = LAZY[kind]
+    return {name: dict(options) for name, (_, options) in declarations(package, decorator).items()}
+
+
+@lru_cache(maxsize=None)
+def declarations(package: str, decorator: str) -> dict[str, tuple[str, tuple[tuple[str, object], ...]]]:
+    """``{name: (module stem, keyword options)}`` for every declaration in the modules of ``package``
+    (relative to ``dssl``), read from their syntax trees (nothing is imported): a class or function decorated
+    ``@<decorator>("name", key=literal, ...)``, or a class decorated ``@<decorator>`` whose body sets
+    ``name = "..."``. Two modules declaring one name raise."""
+    folder = Path(__file__).resolve().parent.joinpath(*package.split("."))
+    found: dict[str, tuple[str, tuple[tuple[str, object], ...]]] = {}
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.parse(path.read_text(), filename=str(path)).body:
+            declared = _declaration(node, decorator)
+            if declared is None:
+                continue
+            name, options = declared
+            if name in found:
+                raise ValueError(f"{name!r} is declared in {package}.{found[name][0]} and {package}.{path.stem}")
+            found[name] = (path.stem, options)
+    return found
+
+
+def _declaration(node: ast.stmt, decorator: str) -> tuple[str, tuple[tuple[str, object], ...]] | None:
+    if not isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+        return None
+    for mark in node.decorator_list:
+        if isinstance(mark, ast.Call) and isinstance(mark.func, ast.Name) and mark.func.id == decorator:
+            if mark.args and isinstance(mark.args[0], ast.Constant) and isinstance(mark.args[0].value, str):
+                options = tuple((k.arg, ast.literal_eval(k.value)) for k in mark.keywords if k.arg)
+                return mark.args[0].value, options
+        if isinstance(mark, ast.Name) and mark.id == decorator and isinstance(node, ast.ClassDef):
+            name = _class_name_attribute(node)
+            return (name, ()) if name is not None else None
+    return None
+
+
+def _class_name_attribute(node: ast.ClassDef) -> str | None:
+    for item in node.body:
+        targets = item.targets if isinstance(item, ast.Assign) else [item.target] if isinstance(
+            item, ast.AnnAssign) and item.value is not None else []
+        if any(isinstance(t, ast.Name) and t.id == "name" for t in targets):
+            value = item.value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                return value.value
+    return None

@@ -5,7 +5,8 @@ from functools import lru_cache
 import pytest
 import torch
 
-from dssl.models import BACKBONES, UnknownNameError, ViTBackbone, count_parameters, create_backbone
+from dssl.models import BACKBONES, UnknownNameError, count_parameters, create_backbone
+from dssl.models.vit import ViTBackbone
 from dssl.models.vit import sincos_2d_pos_embed
 
 

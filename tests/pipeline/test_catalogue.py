@@ -122,6 +122,62 @@ def test_only_the_evaluation_stages_depend_on_the_protocols_implementations() ->
     assert "dssl.federation.simulator" not in import_closure("dssl.pipeline.evaluate")
 
 
+def test_no_stage_computes_with_the_catalogue() -> None:
+    # the catalogue is dispatch (which stages exist, what they read): an edit to it must re-run no stage
+    # but those that print it (the report) or write the manifests (code); a stage's missing input is an
+    # ArtifactError to which `dssl <stage>` adds the command that writes it
+    readers = {kind.name for kind in KINDS if "dssl.pipeline.catalogue" in import_closure(kind.module)}
+    assert readers == {"code", "report"}
+
+
+def test_no_stage_kind_imports_a_registry_entry_module() -> None:
+    # methods, backbones and strategies load lazily by name: a kind's shared code holds none of them, so an
+    # edit of one re-runs only the cells that use it (their manifests, ``<registry>/<name>.json``)
+    from dssl.registry import LAZY, declared_names, module_name
+
+    entries = {module_name(package, stem) for package, decorator in LAZY.values()
+               for stem in declared_names(package, decorator).values()}
+    assert {"dssl.methods.byol", "dssl.models.vit", "dssl.federation.strategies.fedema"} <= entries
+    for kind in KINDS:
+        assert entries & import_closure(kind.module) == set(), kind.name
+
+
+def test_each_cell_depends_on_the_manifests_of_its_method_backbone_and_strategy() -> None:
+    params = load_params(REPO / "params.yaml")
+    stages = {s.name: s for s in instances(params)}
+    fedema = stages["pretrain_fl@byol-cnn-fl-2class-fedema"]
+    assert fedema.components == ("method/byol", "backbone/cnn_small", "strategy/fedema")
+    assert stages["pretrain_central@mae-vit"].components == ("method/mae", "backbone/vit_small", "strategy/fedavg")
+    assert stages["evaluate_random@vit_small"].components == ("backbone/vit_small",)
+    users = {name for name, s in stages.items() if "strategy/fedema" in s.components}
+    assert users and all(name.startswith(("pretrain_fl@", "pretrain_decl@")) for name in users)
+    dvc = rendered_stages(params, REPO)
+    deps = dvc["pretrain_fl"]["do"]["deps"]
+    assert {"reports/lineage/code/pretrain_fl.json", "reports/lineage/code/method/${item.method}.json",
+            "reports/lineage/code/strategy/${item.strategy_name}.json"} <= set(deps)
+    assert set(dvc["code"]["outs"]) >= {manifest_path(c) for s in stages.values() for c in s.components}
+
+
+def test_a_code_digest_ignores_comments_docstrings_and_layout(tmp_path: Path) -> None:
+    from dssl.pipeline.codedeps import code_digest
+
+    def digest(text: str) -> str:
+        path = tmp_path / "module.py"
+        path.write_text(text)
+        return code_digest(path)
+
+    base = digest('"""Module."""\n\ndef f(x):\n    """Twice."""\n    return 2 * x\n')
+    assert digest("def f(x):  # doubled\n    return 2*x\n") == base
+    assert digest("def f(\n    x,\n):\n\n    return (2 *\n            x)\n") == base
+    assert digest("def f(x):\n    return 3 * x\n") != base
+    assert digest("def f(x):\n    y = 'a string, not a docstring'\n    return 2 * x\n") != base
+    data = tmp_path / "numbers.yaml"
+    data.write_text("a: 1  # a comment in package data counts\n")
+    before = code_digest(data)
+    data.write_text("a: 1\n")
+    assert code_digest(data) != before
+
+
 def test_compact_lists_a_folder_only_when_all_its_files_are_dependencies() -> None:
     root = package_root() / "dssl"
     files = closure_files("dssl.pipeline.report")
@@ -143,9 +199,13 @@ def test_each_kind_depends_on_its_code_manifest_in_dvc_yaml() -> None:
 
 
 def test_a_manifest_hashes_exactly_the_closure(tmp_path: Path) -> None:
+    from dssl.pipeline.codedeps import code_digest
+
     manifest = code_manifest("dssl.pipeline.partition", REPO)
-    expected = {p.relative_to(REPO).as_posix() for p in closure_files("dssl.pipeline.partition")}
+    files = closure_files("dssl.pipeline.partition")
+    expected = {p.relative_to(REPO).as_posix() for p in files}
     assert set(manifest["files"]) == expected
+    assert all(manifest["files"][p.relative_to(REPO).as_posix()] == code_digest(p) for p in files)
     assert set(code_dependencies("dssl.pipeline.partition", REPO)) <= expected | {
         str(Path(f).parent.as_posix()) for f in expected} | {"src/dssl/config", "src/dssl/tracking"}
 

@@ -201,18 +201,49 @@ def test_dvc_repro_runs_every_stage_then_only_what_changed(ci_dvc_run: Path, tmp
     (dvc_root / "params.yaml").write_text(original_params)
     run(["dvc", "repro"], dvc_root)
 
-    # 5. editing a module marks exactly the stages whose entry imports it: the code stage refreshes the
-    #    manifests, and only the manifests of kinds whose import closure holds the module change
-    for module in ("dssl.topology.mixing", "dssl.reporting.tables", "dssl.evaluation.finetune"):
-        source = dvc_root / "src" / (module.replace(".", "/") + ".py")
-        original = source.read_text()
-        source.write_text(original + "\n# edited\n")
+    # 5. a stage depends on the code it runs: its kind's machinery and its own method, backbone and strategy
+    check_code_lineage(dvc_root, params)
+
+
+def _edit_code(dvc_root: Path, module: str, text: str) -> set[str]:
+    """Append ``text`` to a module, refresh the code manifests, and return the stages DVC finds changed;
+    the module is restored (and the manifests refreshed) after."""
+    source = dvc_root / "src" / (module.replace(".", "/") + ".py")
+    original = source.read_text()
+    source.write_text(original + text)
+    try:
         assert dvc_status(dvc_root) == {"code"}
         run(["dvc", "repro", "--single-item", "code"], dvc_root)
-        importers = {s.name for s in instances(params)
-                     if s.kind.name != "code" and module in import_closure(s.kind.module)}
-        assert importers and dvc_status(dvc_root) == importers, module
+        return dvc_status(dvc_root)
+    finally:
         source.write_text(original)
+        run(["dvc", "repro", "--single-item", "code"], dvc_root)
+
+
+def check_code_lineage(dvc_root: Path, params: dict) -> None:
+    """A comment re-runs nothing; a statement re-runs exactly the stages that run the module: for a shared
+    module the stages whose kind imports it, for a registry entry the cells that use it (syntax-tree digests
+    themselves: tests/pipeline/test_catalogue.py)."""
+    stages = instances(params)
+    assert _edit_code(dvc_root, "dssl.methods.simsiam", "\n# a comment\n") == set()
+    mixing = {s.name for s in stages
+              if s.kind.name != "code" and "dssl.topology.mixing" in import_closure(s.kind.module)}
+    assert mixing and _edit_code(dvc_root, "dssl.topology.mixing", "\n_EDITED = 1\n") == mixing
+    # SimSiam's pretraining cells only; every stage that builds a ViT (evaluations included)
+    for module, component in (("dssl.methods.simsiam", "method/simsiam"), ("dssl.models.vit", "backbone/vit_small")):
+        users = {s.name for s in stages if component in s.components}
+        assert users and _edit_code(dvc_root, module, "\n_EDITED = 1\n") == users, module
+    # a strategy no cell of this profile uses, and a new method module: no existing stage re-runs
+    assert _edit_code(dvc_root, "dssl.federation.strategies.fedema", "\n_EDITED = 1\n") == set()
+    new_method = dvc_root / "src/dssl/methods/added_method.py"
+    new_method.write_text("from dssl.methods.base import register_method\n"
+                          "from dssl.methods.simsiam import SimSiam\n\n\n"
+                          "@register_method\nclass Added(SimSiam):\n    name = 'added_method'\n")
+    try:
+        run(["dvc", "repro", "--single-item", "code"], dvc_root)
+        assert dvc_status(dvc_root) == set()
+    finally:
+        new_method.unlink()
         run(["dvc", "repro", "--single-item", "code"], dvc_root)
     assert dvc_status(dvc_root) == set()
 

@@ -1,15 +1,16 @@
-"""Local-to-global alignment of representations: paper A's A-MMD (Eq. 6), the alternatives of its
+"""Local-to-global alignment of representations: paper A's [0] A-MMD (Eq. 6), the alternatives of its
 Table 7 ablation, and the cosine schedule of the alignment weight (Eq. 7).
 
 Registry ``ALIGNMENTS`` (names as in params.yaml, ``fedmar`` / ``decmar`` option ``alignment``):
 
-- ``a_mmd``: paper A's A-MMD, the default. Unbiased MMD^2 between a local batch z [B, D] and a
+- ``a_mmd``: paper A's A-MMD, the default. Unbiased MMD^2 [1] between a local batch z [B, D] and a
   global one z_bar [M, D] (diagonals excluded in the within-sample sums; B = M in the paper) with
   the Gaussian kernel k(z, z') = exp(-||z - z'||^2 / (2 sigma^2)) and the data-driven bandwidth
   sigma = mean_{a != b} ||z_a - z_b|| over the local batch. The kernel printed beside Eq. 6 drops the
   square on the distance; the Gaussian kernel the paper states just before it squares it, so the
   printed one is read as a typo.
-- ``a_mmd_median``: the same with the median pairwise distance (Table 7, "A-MMD (median sigma)").
+- ``a_mmd_median``: the same with the median pairwise distance (Table 7, "A-MMD (median sigma)"), Gretton et
+  al.'s [1] median heuristic, which they take over the pooled two samples and this code over the local batch.
 - ``mmd``: a fixed bandwidth ``sigma`` (Table 7, "vanilla MMD (sigma = 1)").
 - ``cosine``: 1 - mean_a cos(z_a, mean_b z_bar_b), each local embedding against the global mean
   direction (Table 7, "cosine similarity"; the paper gives no formula, this pairing is ours: the rows
@@ -25,6 +26,13 @@ In every variant sigma is computed without gradient and z_bar is a constant: the
 the model through z alone (paper A, Eq. 5: only z_i = f_e(x_1) depends on the local weights). The
 data-driven sigma stays a 0-d tensor on the batch's device (no host round trip per step); the kernel
 takes it or a fixed float alike, with the same bits.
+
+Paper A's [0] defaults (``fedmar`` / ``decmar``): ``a_mmd`` with the mean-distance bandwidth, gamma from 0.1 down
+to 1e-3 by Eq. 7; ``mmd``'s sigma 1 is Table 7's. All are this code's defaults.
+
+References:
+    [0] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ (Eq. 5-7, Tables 7 and 8)
+    [1] Gretton, Borgwardt, Rasch, Schoelkopf & Smola, "A Kernel Two-Sample Test", JMLR 13 (2012) 723-773
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ def bandwidth(z: torch.Tensor, statistic: str = "mean") -> torch.Tensor:
 
 
 def mmd(z: torch.Tensor, z_bar: torch.Tensor, sigma: float | torch.Tensor) -> torch.Tensor:
-    """Unbiased MMD^2 with a Gaussian kernel of bandwidth ``sigma`` (paper A, Eq. 6)."""
+    """Unbiased MMD^2 with a Gaussian kernel of bandwidth ``sigma`` (Gretton et al. [1]; paper A [0], Eq. 6)."""
     b, m = z.shape[0], z_bar.shape[0]
     if b < 2 or m < 2:
         raise ValueError(f"MMD needs at least 2 embeddings on each side, got {b} and {m}")

@@ -1,10 +1,10 @@
 """SSL methods, one module each (registry ``METHODS``, factory ``create_method``).
 
-Importing this package registers every method; a new method is one module with an
-``@register_method`` :class:`SSLMethod` subclass, imported here.
+A new method is one module with an ``@register_method`` :class:`SSLMethod` subclass. The registry finds
+it by reading the package's modules and imports it only when its name is used, so a stage depends on
+the code of its own method alone (``dssl.registry.Registry``).
 """
 
-from dssl.methods import byol, mae, mae_cnn, moco, orchestra, simclr, simsiam  # noqa: F401  (registration)
 from dssl.methods.base import METHODS, LossOutput, SSLMethod, create_method, register_method
 
 __all__ = ["METHODS", "LossOutput", "SSLMethod", "create_method", "register_method"]

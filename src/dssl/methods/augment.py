@@ -1,6 +1,12 @@
-"""The SSL methods' view transforms: ``ViewTransform`` (paper A's SimSiam / MAE views) and
-``FedSSLTransform`` (paper B's one augmentation), built from the batched, seeded image operations of
+"""The SSL methods' view transforms: ``ViewTransform`` (paper A's SimSiam [1] / MAE [2] views) and
+``FedSSLTransform`` (paper B's [0] one augmentation), built from the batched, seeded image operations of
 ``dssl.data.views``.
+
+References:
+    [0] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
+    [1] SimSiam, 2020, https://arxiv.org/abs/2011.10566
+    [2] MAE, 2021, https://arxiv.org/abs/2111.06377
+    [3] SimCLR, 2020, https://arxiv.org/abs/2002.05709
 """
 
 from __future__ import annotations
@@ -63,10 +69,10 @@ class ViewTransform(nn.Module):
 
 
 class FedSSLTransform(ViewTransform):
-    """Paper B's augmentation (FedSSL / EasyFL), shared by its SimCLR, SimSiam, MoCo v2 and BYOL, batched:
+    """Paper B's [0] augmentation (FedSSL / EasyFL), shared by its SimCLR, SimSiam, MoCo v2 and BYOL, batched:
     random-resized crop (torchvision's default scale (0.08, 1)), flip (p 0.5), colour jitter
     (0.8, 0.8, 0.8, 0.2) with p 0.8, grayscale p 0.2, no blur. ``jitter_strength`` s scales the jitter
-    to (0.8 s, 0.8 s, 0.8 s, 0.2 s), SimCLR's parametrisation; paper B's code gives its MoCo v1 s = 0.5."""
+    to (0.8 s, 0.8 s, 0.8 s, 0.2 s), SimCLR's [3] parametrisation; paper B's code gives its MoCo v1 s = 0.5."""
 
     def __init__(self, image_size: int, crop_min_scale: float = 0.08, flip_p: float = 0.5,
                  jitter_strength: float = 1.0) -> None:

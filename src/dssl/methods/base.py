@@ -28,7 +28,6 @@ from torch import nn
 
 from dssl.models.backbones import create_backbone
 from dssl.registry import Registry
-from dssl.models.vit import ViTBackbone
 
 
 @dataclass
@@ -151,7 +150,7 @@ class SSLMethod(nn.Module, ABC):
 
 M = TypeVar("M", bound=type[SSLMethod])
 
-METHODS: Registry[type[SSLMethod]] = Registry("method")
+METHODS: Registry[type[SSLMethod]] = Registry.lazy("method")
 
 
 def register_method(cls: M) -> M:
@@ -218,16 +217,6 @@ def make_ema_target(
         return None, None
     return (copy.deepcopy(encoder).requires_grad_(trainable),
             copy.deepcopy(projector).requires_grad_(trainable))
-
-
-def require_vit(encoder: nn.Module, method: str, alternative: str) -> ViTBackbone:
-    """The encoder as a ViT, or a ValueError naming the method to use instead."""
-    if not isinstance(encoder, ViTBackbone):
-        raise ValueError(
-            f"method {method!r} needs a ViT backbone (tiny_vit, vit_small); "
-            f"got {type(encoder).__name__}; use {alternative!r} for CNNs"
-        )
-    return encoder
 
 
 def require_feature_map(encoder: nn.Module, method: str, alternative: str) -> nn.Module:

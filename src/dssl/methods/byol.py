@@ -1,4 +1,8 @@
-"""BYOL (Grill et al., NeurIPS 2020) as paper B's FedBYOL / FedEMA local model.
+"""BYOL [0] (Grill et al., NeurIPS 2020) as paper B's [1] FedBYOL / FedEMA local model.
+
+BYOL's own sizes [0] (ResNet-50, 2048-d features): projector 2048-4096-256, predictor 256-4096-256 (BN on the
+hidden layer), target EMA tau_base = 0.996 raised to 1 by a cosine schedule over training. This code's default
+differs as paper B does: a wider output (4d) and a constant momentum 0.99.
 
 Paper B's sizes for ResNet-18: projector 512-4096-2048, predictor 2048-4096-2048, target EMA 0.99.
 Defaults keep the ratios for any backbone: projector d-8d-4d, predictor 4d-8d-4d, d = feature_dim
@@ -7,14 +11,21 @@ Defaults keep the ratios for any backbone: projector d-8d-4d, predictor 4d-8d-4d
 Paper B's design-space switches (its Section 4 study of the FedSSL framework): ``predictor`` (without
 it FedBYOL collapses), ``stop_gradient`` (FedBYOL still works without it), ``ema_target`` (without it
 the target is the online network itself, i.e. a SimSiam-style target with BYOL's heads and loss).
+
+References:
+    [0] BYOL, 2020, https://arxiv.org/abs/2006.07733
+    [1] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.methods.augment import FedSSLTransform
 from dssl.methods.base import register_method
 from dssl.methods.heads import FedSSLMLPHead
@@ -22,12 +33,13 @@ from dssl.methods.siamese import SiameseMethod
 
 
 class BYOLProjectionHead(FedSSLMLPHead):
-    """Linear-BN-ReLU-Linear; paper B: 512-4096-2048. The first Linear keeps its bias, as in paper
-    B's code: with it, paper A's Table 2 count for FedU / FedEMA (38.47 M) is reproduced."""
+    """Linear-BN-ReLU-Linear; paper B [1]: 512-4096-2048 (BYOL [0]: 2048-4096-256). The first Linear keeps its
+    bias, as in paper B's code: with it, paper A's Table 2 count for FedU / FedEMA (38.47 M) is reproduced."""
 
 
 class BYOLPredictionHead(FedSSLMLPHead):
-    """Linear-BN-ReLU-Linear; paper B: 2048-4096-2048 (first Linear with bias, as the projector)."""
+    """Linear-BN-ReLU-Linear; paper B [1]: 2048-4096-2048 (BYOL [0]: 256-4096-256); the first Linear with bias,
+    as the projector."""
 
     def __init__(self, input_dim: int = 2048, hidden_dim: int = 4096, output_dim: int = 2048) -> None:
         super().__init__(input_dim, hidden_dim, output_dim)
@@ -35,8 +47,8 @@ class BYOLPredictionHead(FedSSLMLPHead):
 
 class BYOLLoss(nn.Module):
     """Symmetrised normalised MSE, ||p/|p| - t/|t| ||^2 = 2 - 2 cos(p, t), summed over both view
-    orders and averaged over the batch (BYOL Eq. 2; paper B's code). Targets are not differentiated
-    unless ``stop_gradient=False`` (paper B's ablation)."""
+    orders and averaged over the batch (BYOL [0], Eq. 2; paper B's [1] code; no hyper-parameter). Targets are not
+    differentiated unless ``stop_gradient=False`` (paper B's ablation)."""
 
     def __init__(self, stop_gradient: bool = True) -> None:
         super().__init__()
@@ -57,11 +69,12 @@ BYOLTransform = FedSSLTransform  # paper B uses one augmentation for all its met
 
 @register_method
 class BYOL(SiameseMethod):
-    """BYOL: online encoder + projector + predictor against an EMA target encoder + projector
+    """BYOL [0]: online encoder + projector + predictor against an EMA target encoder + projector
     (:class:`~dssl.methods.siamese.SiameseMethod`; the engine's ``after_optimizer_step`` moves the
     target by ``momentum``). ``stop_gradient=False`` differentiates the target branch: with an EMA
     target its parameters become trainable (the optimiser steps them, then the EMA pulls them toward
     the online network); without one the gradient flows into the online network through both branches.
+    ``momentum`` is paper B's [1] constant 0.99 (BYOL's 0.996 -> 1 schedule is not used).
     """
 
     name = "byol"
@@ -72,15 +85,15 @@ class BYOL(SiameseMethod):
         image_size: int,
         in_chans: int,
         *,
-        proj_hidden_dim: int | None = None,
-        proj_output_dim: int | None = None,
-        pred_hidden_dim: int | None = None,
-        momentum: float = 0.99,
-        crop_min_scale: float = 0.08,
+        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        pred_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        momentum: Annotated[float, Range(0.0, 1.0)] = 0.99,
+        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.08,
         predictor: bool = True,
         stop_gradient: bool = True,
         ema_target: bool = True,
-        flip_p: float = 0.5,
+        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
         target_optimized: bool = True,
     ) -> None:
         del in_chans

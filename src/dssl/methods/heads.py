@@ -1,4 +1,12 @@
-"""MLP building blocks shared by the projection and prediction heads of the SSL methods."""
+"""MLP building blocks shared by the projection and prediction heads of the SSL methods.
+
+Each method's module cites the paper its heads come from, with that paper's sizes. ``FedSSLMLPHead`` is paper
+B's [0] one MLP, built after BYOL's [1] projector and predictor.
+
+References:
+    [0] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385 (Zhuang, Wen & Zhang, ICLR 2022)
+    [1] BYOL, 2020, https://arxiv.org/abs/2006.07733
+"""
 
 from __future__ import annotations
 
@@ -34,8 +42,9 @@ def mlp_layers(
 
 class FedSSLMLPHead(nn.Sequential):
     """Paper B's code's one MLP (EasyFL ``model.MLP``), its every projector and predictor: Linear-BN-ReLU-Linear,
-    the first Linear with its bias. Paper B's sizes on ResNet-18: 512-4096-2048 (projector) and 2048-4096-2048
-    (predictor); its MoCo v2 head is the same MLP at 512-512-128."""
+    the first Linear with its bias. Paper B's sizes on ResNet-18 [0]: 512-4096-2048 (projector) and 2048-4096-2048
+    (predictor); its MoCo v2 head is the same MLP at 512-512-128. BYOL's own heads [1] are 2048-4096-256 and
+    256-4096-256 on ResNet-50: paper B keeps the hidden width 4096 and widens the output to 2048."""
 
     def __init__(self, input_dim: int = 512, hidden_dim: int = 4096, output_dim: int = 2048) -> None:
         super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], bias_before_bn=True))

@@ -1,24 +1,35 @@
-"""MAE (He et al., CVPR 2022): mask most patches, encode the visible ones, reconstruct the rest.
+"""MAE [0] (He et al., CVPR 2022): mask most patches, encode the visible ones, reconstruct the rest.
+
+MAE's own defaults [0]: mask ratio 0.75, a decoder of 8 blocks of width 512 (16 heads) on ViT-B/16, ViT-L/16
+and ViT-H/14 [2] encoders, MSE on masked patches, per-patch normalised targets (``norm_pix_loss``) as its better
+variant. This code's default differs in the decoder (paper A's [1] 128 x 1) and keeps ``norm_pix_loss`` off.
 
 Defaults: mask ratio 0.75; decoder of dim 128 x 1 block (paper A's Tiny-ViT [code]) for encoders of
 dim >= 192, else dim 64 x 1 block (vit_small); decoder heads = dim / 8 (16 at dim 128, MAE's count);
 MSE on masked patches, ``norm_pix_loss`` off.
+
+References:
+    [0] MAE, 2021, https://arxiv.org/abs/2111.06377
+    [1] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ
+    [2] ViT, 2020, https://arxiv.org/abs/2010.11929
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 from timm.layers import LayerNorm
 from timm.models.vision_transformer import Block
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.data.views import rand_uniform
 from dssl.methods.augment import ViewTransform
-from dssl.methods.base import LossOutput, SSLMethod, register_method, require_vit
-from dssl.models.vit import sincos_2d_pos_embed
+from dssl.methods.base import LossOutput, SSLMethod, register_method
+from dssl.models.vit import require_vit, sincos_2d_pos_embed
 
 
 def patchify(images: torch.Tensor, patch_size: int) -> torch.Tensor:
@@ -85,7 +96,8 @@ class MAEDecoder(nn.Module):
     """MAE's light decoder: embed the visible tokens, insert mask tokens, unshuffle, add fixed
     sin-cos positions, transformer blocks, LayerNorm, linear prediction of each patch's pixels.
 
-    Paper A's Tiny-ViT [code]: decoder_dim 128, depth 1 (its text says 5 blocks); MAE's ViT-B: 512 x 8.
+    Paper A's [1] Tiny-ViT [code]: decoder_dim 128, depth 1 (its text says 5 blocks), this code's default; MAE's
+    own [0]: 512 x 8 blocks, 16 heads.
     """
 
     def __init__(
@@ -124,7 +136,7 @@ class MAEDecoder(nn.Module):
 
 
 class MAELoss(nn.Module):
-    """Mean squared error per patch, averaged over masked patches only (MAE Sec. 3).
+    """Mean squared error per patch, averaged over masked patches only (MAE [0], Sec. 3).
 
     ``norm_pix_loss``: targets normalised by each patch's mean and variance (MAE's better variant;
     off by default here as in paper A).
@@ -153,8 +165,8 @@ class MAETransform(ViewTransform):
 
 @register_method
 class MAE(SSLMethod):
-    """MAE on a ViT backbone; ``representation`` = mean of the encoded visible tokens of a masked
-    view (paper A's z for MAR: one embedding per image)."""
+    """MAE [0] on a ViT [2] backbone; ``representation`` = mean of the encoded visible tokens of a masked
+    view (paper A's [1] z for MAR: one embedding per image). Sizes and defaults: see the module."""
 
     name = "mae"
 
@@ -164,13 +176,13 @@ class MAE(SSLMethod):
         image_size: int,
         in_chans: int,
         *,
-        mask_ratio: float = 0.75,
-        decoder_dim: int | None = None,
-        decoder_depth: int = 1,
-        decoder_heads: int | None = None,
+        mask_ratio: Annotated[float, Range(0.0, 1.0, low_open=True, high_open=True)] = 0.75,
+        decoder_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        decoder_depth: Annotated[int, Range(1, 64)] = 1,
+        decoder_heads: Annotated[int | None, Range(1, 1024)] = None,
         norm_pix_loss: bool = False,
-        crop_min_scale: float = 0.2,
-        flip_p: float = 0.5,
+        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.2,
+        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
     ) -> None:
         vit = require_vit(encoder, self.name, alternative="mae_cnn")
         decoder_dim = decoder_dim or (128 if vit.embed_dim >= 192 else 64)

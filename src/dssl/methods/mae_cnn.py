@@ -1,20 +1,29 @@
-"""MAE for CNNs, paper A [code]: masked patches are zeroed in pixel space, a CNN encodes the whole
+"""MAE [0] for CNNs, paper A [1] [code]: masked patches are zeroed in pixel space, a CNN encodes the whole
 image, a transposed-convolution decoder reconstructs it from the last feature map, and the loss is
 the MSE on masked pixels only.
 
 Defaults: mask ratio 0.75; mask patch 16 px at 224 px, scaled with the image side and at least 4 px
 (``max(4, image_size * 16 // 224)``: 4 px at 16 or 32 px); decoder width feature_dim / 2
 (256 for ResNet-18, 64 for cnn_small), halved at each x2 upsampling, at least 16.
+
+MAE [0] itself is defined on ViTs (mask ratio 0.75 of 16 x 16 patches at 224 px, a transformer decoder); paper
+A's CNN variant keeps the ratio and the 16 px patch at 224 px and decodes with transposed convolutions.
+
+References:
+    [0] MAE, 2021, https://arxiv.org/abs/2111.06377
+    [1] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ
 """
 
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.methods.base import LossOutput, SSLMethod, register_method, require_feature_map
 from dssl.methods.mae import MAETransform, random_patch_mask
 
@@ -64,7 +73,7 @@ class MAECNNDecoder(nn.Sequential):
 
 
 class MaskedPixelMSELoss(nn.Module):
-    """Mean squared error over masked pixels (all channels) only."""
+    """Mean squared error over masked pixels (all channels) only: MAE's [0] loss, per pixel (paper A's [1] code)."""
 
     def forward(
         self, pred: torch.Tensor, target: torch.Tensor, pixel_mask: torch.Tensor
@@ -76,7 +85,7 @@ class MaskedPixelMSELoss(nn.Module):
 
 @register_method
 class MAECNN(SSLMethod):
-    """Paper A's MAE for CNN encoders; ``representation`` = pooled encoder features of a masked view."""
+    """Paper A's [1] MAE [0] for CNN encoders; ``representation`` = pooled encoder features of a masked view."""
 
     name = "mae_cnn"
 
@@ -86,11 +95,11 @@ class MAECNN(SSLMethod):
         image_size: int,
         in_chans: int,
         *,
-        mask_ratio: float = 0.75,
-        mask_patch_size: int | None = None,
-        decoder_width: int | None = None,
-        crop_min_scale: float = 0.2,
-        flip_p: float = 0.5,
+        mask_ratio: Annotated[float, Range(0.0, 1.0, low_open=True, high_open=True)] = 0.75,
+        mask_patch_size: Annotated[int | None, Range(1, 1024)] = None,
+        decoder_width: Annotated[int | None, Range(1, 65_536)] = None,
+        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.2,
+        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
     ) -> None:
         cnn = require_feature_map(encoder, self.name, alternative="mae")
         mask_patch_size = mask_patch_size or default_mask_patch_size(image_size)

@@ -1,4 +1,8 @@
-"""MoCo v1 (He et al., CVPR 2020) and v2 (Chen, Fan, Girshick & He, 2020) as paper B's FedMoCo.
+"""MoCo v1 [0] (He et al., CVPR 2020) and v2 [1] (Chen, Fan, Girshick & He, 2020) as paper B's [2] FedMoCo.
+
+MoCo's own sizes [0, 1] (ResNet-50, 2048-d features): key dimension 128, queue K = 65536, key-encoder momentum
+0.999; temperature 0.07 with a linear head (v1), 0.2 with a 2048-2048-128 MLP head (v2). This code's default
+differs as paper B does: a queue of 4096 (32 x d/4) and momentum 0.99.
 
 Paper B's sizes for ResNet-18: queue 4096, dim 128, key-encoder momentum 0.99; v1: linear head
 512-128, temperature 0.07; v2: MLP head 512-512-128, temperature 0.2. Defaults for any backbone:
@@ -22,23 +26,31 @@ hyper-parameter here that paper B's profile sets:
                        whose queue never changes).
 The code's v1 also trains at a constant learning rate (the others follow the cosine schedule): an optimizer
 setting, carried by the training recipe of the strategy entry its rows use.
+
+References:
+    [0] MoCo v1, 2019, https://arxiv.org/abs/1911.05722
+    [1] MoCo v2, 2020, https://arxiv.org/abs/2003.04297
+    [2] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
 """
 
 from __future__ import annotations
 
 import copy
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.methods.augment import FedSSLTransform
 from dssl.methods.base import LossOutput, SSLMethod, ema_update, register_method
 from dssl.methods.heads import FedSSLMLPHead, mlp_layers
 
 
 class MoCoProjectionHead(nn.Sequential):
-    """MoCo v2's MLP head Linear-ReLU-Linear (no BN); 512-512-128 for ResNet-18."""
+    """MoCo v2's [1] MLP head Linear-ReLU-Linear (no BN); 512-512-128 for ResNet-18 (MoCo v2: 2048-2048-128 on
+    ResNet-50)."""
 
     def __init__(self, input_dim: int = 512, hidden_dim: int = 512, output_dim: int = 128) -> None:
         super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], hidden_bn=False))
@@ -48,7 +60,8 @@ MOCO_VERSIONS = {"v1": 0.07, "v2": 0.2}  # version -> paper B's temperature
 
 
 class InfoNCELoss(nn.Module):
-    """MoCo's InfoNCE: for each query, one positive key against the queue of negatives (MoCo Eq. 1).
+    """MoCo's InfoNCE: for each query, one positive key against the queue of negatives (MoCo [0], Eq. 1);
+    temperature 0.07 in v1 [0], 0.2 in v2 [1].
 
     Inputs are l2-normalised: q, k [B, D], queue [D, K].
     """
@@ -69,7 +82,8 @@ MoCoTransform = FedSSLTransform  # paper B uses one augmentation for all its met
 
 @register_method
 class MoCo(SSLMethod):
-    """MoCo: query encoder + head, momentum key encoder + head, a FIFO queue of past keys.
+    """MoCo [0, 1]: query encoder + head, momentum key encoder + head, a FIFO queue of past keys. Defaults: queue
+    32 x d/4 and ``momentum`` 0.99 (paper B [2]), which differ from MoCo's 65536 and 0.999.
 
     ``version``: ``v2`` (MLP head, temperature 0.2; the default) or ``v1`` (linear head, 0.07);
     ``temperature`` overrides the version's. The engine calls :meth:`after_optimizer_step`, which
@@ -87,17 +101,17 @@ class MoCo(SSLMethod):
         image_size: int,
         in_chans: int,
         *,
-        proj_hidden_dim: int | None = None,
-        proj_output_dim: int | None = None,
-        queue_size: int | None = None,
-        momentum: float = 0.99,
-        temperature: float | None = None,
-        crop_min_scale: float = 0.08,
+        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        queue_size: Annotated[int | None, Range(1, 1_048_576)] = None,
+        momentum: Annotated[float, Range(0.0, 1.0)] = 0.99,
+        temperature: Annotated[float | None, Range(0.0, low_open=True)] = None,
+        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.08,
         version: str = "v2",
-        flip_p: float = 0.5,
+        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
         symmetric: bool = False,
         head_bn: bool = False,
-        jitter_strength: float = 1.0,
+        jitter_strength: Annotated[float, Range(0.0)] = 1.0,
         reset_key_encoder: bool = False,
         reset_queue: bool = False,
     ) -> None:

@@ -1,5 +1,5 @@
 """Orchestra's local model (Lubana et al., "Orchestra: Unsupervised Federated Learning via Globally
-Consistent Clustering", ICML 2022), trained by the ``orchestra`` FL strategy.
+Consistent Clustering", ICML 2022) [0], trained by the ``orchestra`` FL strategy.
 
 An online encoder + projector and an EMA target of both (momentum 0.996). The server holds G = 128
 global centroids (unit rows, the ``centroids`` buffer, broadcast with the model and never trained by
@@ -9,7 +9,7 @@ clients). On a batch the local loss is
 
 with z2 the normalised online projection of view 2, P the target's assignment of view 1 over the
 global centroids (``target_assignment``: ``softmax`` of <t1, G_k> / T as in the released code, or
-``sinkhorn``: Sinkhorn-Knopp's equal-size assignment), T = 0.1, and the second term the paper's
+``sinkhorn``: Sinkhorn-Knopp's equal-size assignment, as in SwAV [1]), T = 0.1, and the second term the paper's
 degeneracy regulariser: a linear head on the online projection of a third view, rotated by a random
 multiple of 90 degrees, predicts the rotation (4 classes; the code's ``deg_layer``). Each client keeps
 a FIFO memory of its last M = 128 normalised target projections (``memory``, per-client memory, never
@@ -18,24 +18,31 @@ shared); after local training it clusters the memory into L = 16 equal-size loca
 
 Paper sizes (ResNet-18, 512-d features; the released code's ``config.py``): projector
 512-512-512 (Linear-BN-ReLU-Linear-BN without affine, no biases), 128 global / 16 local centroids,
-memory 128, T 0.1, EMA 0.996, Sinkhorn temperature 1/25 = 0.04. Defaults keep the projector at the
-backbone's width d (d-d-d); scaled sizes are options. The views follow the code's Orchestra
+memory 128, T 0.1, EMA 0.996 (BYOL's [2] base momentum), Sinkhorn temperature 1/25 = 0.04, all this code's
+defaults. The projector differs only off ResNet-18: the defaults keep it at the backbone's width d (d-d-d);
+scaled sizes are options. The views follow the code's Orchestra
 augmentation (crop scale (0.5, 1), flip, colour jitter (0.4, 0.4, 0.2, 0.1) p 0.8, grayscale p 0.2,
 blur p 0.5), one transform for all three views (the code adds solarisation to view 2).
 
 ``local_target``: the code's cross-device clients are stateless, so the EMA target travels with the
 model and is averaged like the online network (the default); ``True`` keeps it on each client as this
 project's other EMA-target methods do (first participation copies the received online network).
+
+References:
+    [0] Orchestra, 2022, https://arxiv.org/abs/2205.11506
+    [1] SwAV, 2020, https://arxiv.org/abs/2006.09882
+    [2] BYOL, 2020, https://arxiv.org/abs/2006.07733
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.methods.augment import ViewTransform
 from dssl.methods.base import LossOutput, SSLMethod, ema_update, make_ema_target, register_method
 from dssl.methods.heads import mlp_layers
@@ -46,7 +53,8 @@ TARGET_ASSIGNMENTS = ("softmax", "sinkhorn")
 
 
 class OrchestraProjectionHead(nn.Sequential):
-    """Linear-BN-ReLU-Linear-BN(non-affine), no biases; the paper's code: 512-512-512."""
+    """Linear-BN-ReLU-Linear-BN(non-affine), no biases; Orchestra's [0] code: 512-512-512 (this code's default:
+    d-d-d, the same on ResNet-18)."""
 
     def __init__(self, input_dim: int = 512, hidden_dim: int = 512, output_dim: int = 512) -> None:
         super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim], output_bn=True))
@@ -108,7 +116,9 @@ def local_clustering(memory: torch.Tensor, num_centroids: int, generator: torch.
 
 @register_method
 class Orchestra(SSLMethod):
-    """Online encoder + projector + rotation head, EMA target, global centroids and a projection memory.
+    """Orchestra [0]: online encoder + projector + rotation head, EMA target, global centroids and a projection
+    memory. Defaults are the paper's code's (128 global / 16 local centroids, memory 128, T 0.1, EMA 0.996,
+    Sinkhorn temperature 0.04).
 
     The ``orchestra`` strategy fills the memory at a client's first participation
     (:meth:`fill_memory`), reads the local centroids after training (:meth:`local_centroids`) and
@@ -126,19 +136,19 @@ class Orchestra(SSLMethod):
         image_size: int,
         in_chans: int,
         *,
-        proj_hidden_dim: int | None = None,
-        proj_output_dim: int | None = None,
-        num_global_centroids: int = 128,
-        num_local_centroids: int = 16,
-        memory_size: int = 128,
-        temperature: float = 0.1,
-        sinkhorn_temperature: float = 0.04,
-        momentum: float = 0.996,
-        rotation_weight: float = 1.0,
+        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        num_global_centroids: Annotated[int, Range(1, 100_000)] = 128,
+        num_local_centroids: Annotated[int, Range(1, 100_000)] = 16,
+        memory_size: Annotated[int, Range(1, 1_048_576)] = 128,
+        temperature: Annotated[float, Range(0.0, low_open=True)] = 0.1,
+        sinkhorn_temperature: Annotated[float, Range(0.0, low_open=True)] = 0.04,
+        momentum: Annotated[float, Range(0.0, 1.0)] = 0.996,
+        rotation_weight: Annotated[float, Range(0.0)] = 1.0,
         target_assignment: str = "softmax",
         local_target: bool = False,
-        crop_min_scale: float = 0.5,
-        flip_p: float = 0.5,
+        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.5,
+        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
     ) -> None:
         del in_chans
         if target_assignment not in TARGET_ASSIGNMENTS:

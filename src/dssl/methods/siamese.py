@@ -1,4 +1,4 @@
-"""Paper B's Siamese framework: the body BYOL and SimSiam share.
+"""Paper B's [0] Siamese framework: the body BYOL [2] and SimSiam [1] share.
 
 Paper B (Section 3) casts both as one model: an online network (encoder + projector), a predictor
 on it, and a target network whose projection of the other view the prediction is pulled toward. Its
@@ -26,7 +26,13 @@ What "without" means follows the methods' own papers by default, and paper B's c
   round under ``first_round_target: online``).
 
 :class:`SiameseMethod` owns that machinery (the two views, the branches, the EMA); a method adds its
-heads, loss, view transform and defaults, and any diagnostics of its own (:meth:`diagnostics`).
+heads, loss, view transform and defaults, and any diagnostics of its own (:meth:`diagnostics`). The
+papers' sizes and momentum are in ``dssl.methods.byol`` and ``dssl.methods.simsiam``.
+
+References:
+    [0] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
+    [1] SimSiam, 2020, https://arxiv.org/abs/2011.10566
+    [2] BYOL, 2020, https://arxiv.org/abs/2006.07733
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from dssl.methods.base import LossOutput, SSLMethod, ema_update, make_ema_target
 
 
 class SiameseMethod(SSLMethod):
-    """Online encoder + ``projector`` + optional ``predictor`` against a target branch; ``criterion``
+    """Paper B's [0] Siamese model. Online encoder + ``projector`` + optional ``predictor`` against a target
+    branch; ``criterion``
     (p1, p2, t1, t2) -> loss compares each view's prediction with the other view's target projection.
 
     ``hparams`` must hold ``stop_gradient``, ``ema_target``, ``momentum`` and ``target_optimized``.

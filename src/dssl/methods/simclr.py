@@ -1,32 +1,42 @@
-"""SimCLR (Chen et al., ICML 2020) as paper B's FedSimCLR.
+"""SimCLR [0] (Chen et al., ICML 2020) as paper B's [1] FedSimCLR.
 
-Defaults: projector d-d-d/4 (512-512-128 for ResNet-18; cnn_small 128-128-32, vit_small 96-96-24);
-NT-Xent temperature 0.07 (paper B's code; SimCLR's own default is 0.5). Paper B's code projects with its
-one MLP at 512-4096-2048 (``proj_hidden_dim: 4096, proj_output_dim: 2048``); L-DAWA's code with one
-Linear layer 512-128 (``head: linear``).
+SimCLR's own sizes [0]: a 2-layer MLP head from the 2048-d ResNet-50 feature (hidden 2048) to 128-d, NT-Xent
+temperature 0.1 on ImageNet and 0.5 on CIFAR-10. Defaults: projector d-d-d/4 (512-512-128 for ResNet-18;
+cnn_small 128-128-32, vit_small 96-96-24); NT-Xent temperature 0.07 (paper B's code, which differs from
+SimCLR's). Paper B's code projects with its one MLP at 512-4096-2048 (``proj_hidden_dim: 4096,
+proj_output_dim: 2048``); L-DAWA's [2] code with one Linear layer 512-128 (``head: linear``).
+
+References:
+    [0] SimCLR, 2020, https://arxiv.org/abs/2002.05709
+    [1] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
+    [2] L-DAWA, 2023, https://arxiv.org/abs/2307.07393
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.methods.augment import FedSSLTransform
 from dssl.methods.base import LossOutput, SSLMethod, register_method
 from dssl.methods.heads import mlp_layers
 
 
 class SimCLRProjectionHead(nn.Sequential):
-    """Linear-BN-ReLU-Linear; 512-512-128 for ResNet-18."""
+    """Linear-BN-ReLU-Linear; 512-512-128 for ResNet-18 (SimCLR [0]: 2048-2048-128 on ResNet-50)."""
 
     def __init__(self, input_dim: int = 512, hidden_dim: int = 512, output_dim: int = 128) -> None:
         super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim]))
 
 
 class NTXentLoss(nn.Module):
-    """Normalised-temperature cross-entropy over 2B views (SimCLR Eq. 1): each view's positive is
-    the other view of its image, its negatives the other 2B - 2 views."""
+    """Normalised-temperature cross-entropy over 2B views (SimCLR [0], Eq. 1): each view's positive is
+    the other view of its image, its negatives the other 2B - 2 views. Temperature: 0.07 by default (paper B's
+    [1] code), 0.1 / 0.5 in SimCLR's ImageNet / CIFAR-10 runs."""
 
     def __init__(self, temperature: float = 0.07) -> None:
         super().__init__()
@@ -48,7 +58,8 @@ SIMCLR_HEADS = ("mlp", "linear")   # SimCLR's MLP projector; one Linear layer (L
 
 @register_method
 class SimCLR(SSLMethod):
-    """SimCLR: encoder + projector, contrastive NT-Xent on two views; no predictor, no target."""
+    """SimCLR [0]: encoder + projector, contrastive NT-Xent on two views; no predictor, no target. Paper B's [1]
+    FedSimCLR and the local model of FeatARC; sizes and temperatures: see the module."""
 
     name = "simclr"
 
@@ -58,11 +69,11 @@ class SimCLR(SSLMethod):
         image_size: int,
         in_chans: int,
         *,
-        proj_hidden_dim: int | None = None,
-        proj_output_dim: int | None = None,
-        temperature: float = 0.07,
-        crop_min_scale: float = 0.08,
-        flip_p: float = 0.5,
+        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        temperature: Annotated[float, Range(0.0, low_open=True)] = 0.07,
+        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.08,
+        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
         head: str = "mlp",
     ) -> None:
         del in_chans

@@ -1,10 +1,15 @@
-"""SimSiam (Chen & He, CVPR 2021): Siamese views, a predictor, and stop-gradient, no negatives.
+"""SimSiam [0] (Chen & He, CVPR 2021): Siamese views, a predictor, and stop-gradient, no negatives.
 
-Paper A's sizes for ResNet-18 [code]: projector 512-256-256-512, predictor 512-512-512. Defaults keep
+SimSiam's own sizes [0] (ResNet-50, 2048-d features): projector 2048-2048-2048 (3 layers, BN on every layer, no
+ReLU after the output), predictor 2048-512-2048 (a bottleneck, BN on its hidden layer only); no temperature and
+no momentum (stop-gradient, no EMA target). This code's default differs: paper A's [2] sizes below, whose
+predictor has no bottleneck.
+
+Paper A's [2] sizes for ResNet-18 [code]: projector 512-256-256-512, predictor 512-512-512. Defaults keep
 those ratios for any backbone: projector d - d/2 - d/2 - d, predictor d - d - d, d = feature_dim
 (cnn_small: 128-64-64-128 / 128-128-128; vit_small: 96-48-48-96 / 96-96-96; tiny_vit: 320-...).
 
-Paper B's design-space switches (its Section 4 study of the FedSSL framework): ``predictor`` (without
+Paper B's [1] design-space switches (its Section 4 study of the FedSSL framework): ``predictor`` (without
 it FedSimSiam collapses), ``stop_gradient`` (FedSimSiam needs it), ``ema_target`` (an EMA target
 encoder + projector, ``momentum``, which makes FedSimSiam BYOL-like).
 
@@ -13,14 +18,22 @@ Paper B's FedSimSiam (its code) is not SimSiam's network: ``heads: fedssl`` give
 (d-8d-4d and 4d-8d-4d for any backbone), and ``augmentation: fedssl`` paper B's one augmentation
 (``FedSSLTransform``: crop scale (0.08, 1), jitter (0.8, 0.8, 0.8, 0.2)); the defaults (``simsiam``) are
 SimSiam's heads with paper A's sizes and SimSiam's augmentation, crop scale (0.2, 1).
+
+References:
+    [0] SimSiam, 2020, https://arxiv.org/abs/2011.10566
+    [1] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
+    [2] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ
 """
 
 from __future__ import annotations
+
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.methods.augment import FedSSLTransform, ViewTransform
 from dssl.methods.base import register_method
 from dssl.methods.heads import FedSSLMLPHead, mlp_layers
@@ -28,14 +41,16 @@ from dssl.methods.siamese import SiameseMethod
 
 
 class SimSiamProjectionHead(nn.Sequential):
-    """3-layer MLP, BN on every layer (non-affine on the output), ReLU between; paper A: 512-256-256-512."""
+    """3-layer MLP, BN on every layer (non-affine on the output), ReLU between; paper A [2]: 512-256-256-512
+    (this code's default, d - d/2 - d/2 - d), SimSiam [0]: 2048-2048-2048."""
 
     def __init__(self, input_dim: int = 512, hidden_dim: int = 256, output_dim: int = 512) -> None:
         super().__init__(*mlp_layers([input_dim, hidden_dim, hidden_dim, output_dim], output_bn=True))
 
 
 class SimSiamPredictionHead(nn.Sequential):
-    """2-layer MLP Linear-BN-ReLU-Linear; paper A: 512-512-512 (SimSiam's own: 2048-512-2048)."""
+    """2-layer MLP Linear-BN-ReLU-Linear; paper A [2]: 512-512-512 (this code's default, d-d-d; SimSiam's own
+    [0]: the bottleneck 2048-512-2048)."""
 
     def __init__(self, input_dim: int = 512, hidden_dim: int = 512, output_dim: int = 512) -> None:
         super().__init__(*mlp_layers([input_dim, hidden_dim, output_dim]))
@@ -49,9 +64,9 @@ def negative_cosine(p: torch.Tensor, z: torch.Tensor, stop_gradient: bool = True
 
 
 class NegativeCosineLoss(nn.Module):
-    """Symmetrised SimSiam loss L = D(p1, z2) / 2 + D(p2, z1) / 2 (SimSiam Eq. 2).
+    """Symmetrised SimSiam loss L = D(p1, z2) / 2 + D(p2, z1) / 2 (SimSiam [0], Eq. 2; no hyper-parameter).
 
-    ``stop_gradient=False`` is paper B's ablation (FedSimSiam collapses without it).
+    ``stop_gradient=False`` is paper B's [1] ablation (FedSimSiam collapses without it).
     """
 
     def __init__(self, stop_gradient: bool = True) -> None:
@@ -96,10 +111,11 @@ def output_std(z: torch.Tensor) -> torch.Tensor:
 
 @register_method
 class SimSiam(SiameseMethod):
-    """SimSiam: encoder + projector f, predictor h; loss on two views with stop-gradient
+    """SimSiam [0]: encoder + projector f, predictor h; loss on two views with stop-gradient
     (:class:`~dssl.methods.siamese.SiameseMethod`). With ``ema_target`` the target branch is an EMA
     of the encoder + projector, moved by ``momentum`` after every optimiser step. Logs
-    ``output_std`` beside the loss (SimSiam's collapse diagnostic).
+    ``output_std`` beside the loss (SimSiam's collapse diagnostic). Paper A's [2] contrastive method and
+    paper B's [1] FedSimSiam; the papers' sizes and where the defaults depart from them: see the module.
     """
 
     name = "simsiam"
@@ -110,15 +126,15 @@ class SimSiam(SiameseMethod):
         image_size: int,
         in_chans: int,
         *,
-        proj_hidden_dim: int | None = None,
-        proj_output_dim: int | None = None,
-        pred_hidden_dim: int | None = None,
+        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
+        pred_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
         stop_gradient: bool = True,
-        crop_min_scale: float | None = None,
+        crop_min_scale: Annotated[float | None, Range(0.0, 1.0, low_open=True)] = None,
         predictor: bool = True,
         ema_target: bool = False,
-        momentum: float = 0.99,
-        flip_p: float = 0.5,
+        momentum: Annotated[float, Range(0.0, 1.0)] = 0.99,
+        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
         target_optimized: bool = True,
         heads: str = "simsiam",
         augmentation: str = "simsiam",

@@ -1,17 +1,24 @@
 """Sinkhorn-Knopp equal-size soft assignment (Orchestra's clustering step).
 
 Lubana et al., "Orchestra: Unsupervised Federated Learning via Globally Consistent Clustering"
-(ICML 2022), after SwAV (Caron et al., NeurIPS 2020) and Cuturi (NeurIPS 2013). Given similarities
+(ICML 2022) [0], after SwAV (Caron et al., NeurIPS 2020) [1] and Cuturi (NeurIPS 2013) [2]. Given similarities
 S [N samples, K centroids], start from P = softmax(S / temperature) per sample and rescale it,
 P_ij = r_j P_ij c_i, until every centroid holds 1/K of the mass and every sample 1/N (entropic
 optimal transport to uniform marginals). Returned with each sample's row summing to 1, so that every
 centroid receives N/K samples' worth of assignment. Orchestra: temperature 1/25 = 0.04, at most 100
-iterations, stopped once the sample scalings change by less than 1e-2 in total (checked every 10).
+iterations, stopped once the sample scalings change by less than 1e-2 in total (checked every 10): this
+function's defaults. SwAV [1] runs a fixed 3 iterations at epsilon = 0.05 (its entropic regularisation, the
+temperature here) on each batch's codes.
 
 The stopping test needs the change on the host. On the CPU the loop stops at the first check that
 passes; on an accelerator it runs every iteration without looking, keeps the scalings of each check
 iteration, and reads all the checks in one transfer at the end: the same iteration is chosen, so the
 same assignment comes out, with one host sync per call instead of one per iteration.
+
+References:
+    [0] Orchestra, 2022, https://arxiv.org/abs/2205.11506
+    [1] SwAV, 2020, https://arxiv.org/abs/2006.09882
+    [2] Cuturi, "Sinkhorn Distances: Lightspeed Computation of Optimal Transport", NeurIPS 2013
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
-"""Backbones (registry ``BACKBONES``, factory ``create_backbone``)."""
+"""Backbones (registry ``BACKBONES``, factory ``create_backbone``).
 
-from dssl.models.backbones import BACKBONES, count_parameters, create_backbone
-from dssl.models.cnn import ResNetBackbone, SmallCNN
+The architectures (``dssl.models.cnn``, ``dssl.models.vit``) are imported when a backbone of theirs is
+built, so a stage depends on its own backbone's module alone.
+"""
+
+from dssl.models.backbones import BACKBONES, count_parameters, create_backbone, register_backbone
 from dssl.registry import Registry, UnknownNameError
-from dssl.models.vit import ViTBackbone
 
 __all__ = [
     "BACKBONES",
     "Registry",
-    "ResNetBackbone",
-    "SmallCNN",
     "UnknownNameError",
-    "ViTBackbone",
     "count_parameters",
     "create_backbone",
+    "register_backbone",
 ]

@@ -4,6 +4,18 @@ Every CNN backbone exposes
 - ``forward_features(x) -> [B, C, h, w]``: the last spatial feature map (MAE-CNN decodes it),
 - ``forward(x) -> [B, feature_dim]``: that map averaged over space,
 - ``feature_dim`` (= C) and ``feature_stride`` (= H / h when H is a multiple of the stride).
+
+ResNet-18 [0] (He et al., CVPR 2016): basic blocks [2, 2, 2, 2] of widths 64-128-256-512 after a 7x7 stride-2
+convolution and a 3x3 stride-2 max-pool, 512-d pooled features (11.69 M parameters with its 1000-way classifier,
+torchvision's count). The CIFAR stem (3x3 stride 1, no max-pool) is the one paper B [1] and SimSiam's [2] CIFAR
+experiments use, the ImageNet stem the one paper A's [3] code uses; ``cnn_small`` is this project's own
+CPU-sized network (no paper).
+
+References:
+    [0] ResNet, 2015, https://arxiv.org/abs/1512.03385
+    [1] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
+    [2] SimSiam, 2020, https://arxiv.org/abs/2011.10566
+    [3] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ
 """
 
 from __future__ import annotations
@@ -15,13 +27,16 @@ import torch
 import torchvision
 from torch import nn
 
+from dssl.models.backbones import register_backbone
+
 
 class ResNetBackbone(nn.Module):
-    """ResNet-18 (He et al., 2016) without its classifier; 512-d pooled features.
+    """ResNet-18 [0] (He et al., 2016) without its classifier; 512-d pooled features.
 
     ``stem="cifar"``: 3x3 stride-1 first convolution and no max-pool, as in the CIFAR ResNet-18 of
-    paper B (FedSSL / FedEMA) and of SimSiam's CIFAR experiments; overall stride 8.
-    ``stem="imagenet"``: torchvision's 7x7 stride-2 convolution and max-pool, which paper A's code uses
+    paper B [1] (FedSSL / FedEMA) and of SimSiam's [2] CIFAR experiments; overall stride 8.
+    ``stem="imagenet"``: torchvision's 7x7 stride-2 convolution and max-pool (ResNet's own [0]), which paper A's
+    [3] code uses
     for Mini-ImageNet pretraining; overall stride 32.
     Weights are torchvision's random initialisation (no pretrained weights).
     """
@@ -82,3 +97,27 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_features(x).mean(dim=(2, 3))
+
+
+# Builders by params.yaml name (``dssl.models.backbones.BACKBONES``).
+
+
+@register_backbone("resnet18_cifar", family="cnn")
+def resnet18_cifar(image_size: int, in_chans: int) -> ResNetBackbone:
+    """ResNet-18 with the CIFAR stem (stride 8): 11.17 M parameters at 3 channels."""
+    del image_size  # fully convolutional: any size works
+    return ResNetBackbone(in_chans, stem="cifar")
+
+
+@register_backbone("resnet18_imagenet", family="cnn")
+def resnet18_imagenet(image_size: int, in_chans: int) -> ResNetBackbone:
+    """ResNet-18 with torchvision's ImageNet stem (stride 32): 11.18 M parameters at 3 channels."""
+    del image_size
+    return ResNetBackbone(in_chans, stem="imagenet")
+
+
+@register_backbone("cnn_small", family="cnn")
+def cnn_small(image_size: int, in_chans: int, widths: tuple[int, ...] = (32, 64, 128)) -> SmallCNN:
+    """Small CNN for the embedded profile (16x16, 1 channel): 128-d features, stride 4."""
+    del image_size
+    return SmallCNN(in_chans, widths)

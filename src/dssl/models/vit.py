@@ -3,12 +3,23 @@
 It keeps timm's modules and attribute names (``patch_embed``, ``pos_embed``, ``cls_token``, ``blocks``,
 ``norm``) so that MAE can run the encoder on a subset of patch tokens, and adds ``feature_dim``,
 ``patch_size``, ``grid_size`` and ``num_patches``.
+
+ViT [0] (Dosovitskiy et al., ICLR 2021): ViT-B/16 has width 768, depth 12, 12 heads, MLP 3072 (86 M parameters),
+a class token and learned 1-D position embeddings; here the position embeddings are MAE's [1] fixed 2-D sin-cos
+ones. Paper A's [2] Tiny-ViT (``tiny_vit``) is a plain ViT at 224 px, patch 14, width 320, depth 9, 16 heads.
+
+References:
+    [0] ViT, 2020, https://arxiv.org/abs/2010.11929
+    [1] MAE, 2021, https://arxiv.org/abs/2111.06377
+    [2] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ
 """
 
 from __future__ import annotations
 
 import torch
 from timm.models.vision_transformer import VisionTransformer
+
+from dssl.models.backbones import register_backbone
 
 
 def sincos_1d(embed_dim: int, positions: torch.Tensor) -> torch.Tensor:
@@ -19,7 +30,7 @@ def sincos_1d(embed_dim: int, positions: torch.Tensor) -> torch.Tensor:
 
 
 def sincos_2d_pos_embed(embed_dim: int, grid_size: int, cls_token: bool = True) -> torch.Tensor:
-    """Fixed 2-D sin-cos position embedding of MAE (He et al., 2022): [1, (1 +) grid^2, embed_dim].
+    """Fixed 2-D sin-cos position embedding of MAE [1] (He et al., 2022): [1, (1 +) grid^2, embed_dim].
 
     Half of the channels encode the row, half the column; the class token (if any) gets zeros.
     """
@@ -41,7 +52,8 @@ POOLS = ("token", "avg")
 
 
 class ViTBackbone(VisionTransformer):
-    """ViT (Dosovitskiy et al., 2021) with a class token and fixed 2-D sin-cos position embeddings.
+    """ViT [0] (Dosovitskiy et al., 2021) with a class token and fixed 2-D sin-cos position embeddings (ViT's
+    own are learned).
 
     ``forward(x)`` returns the final-norm class token, [B, embed_dim] (MAE's linear-probe feature and
     MoCo v3's), or after ``set_pool("avg")`` the mean of the final-norm patch tokens. Position embeddings
@@ -102,3 +114,36 @@ class ViTBackbone(VisionTransformer):
     @property
     def num_patches(self) -> int:
         return self.patch_embed.num_patches
+
+
+def require_vit(encoder: torch.nn.Module, method: str, alternative: str) -> ViTBackbone:
+    """The encoder as a ViT, or a ValueError naming the method to use instead."""
+    if not isinstance(encoder, ViTBackbone):
+        raise ValueError(
+            f"method {method!r} needs a ViT backbone (tiny_vit, vit_small); "
+            f"got {type(encoder).__name__}; use {alternative!r} for CNNs"
+        )
+    return encoder
+
+
+# Builders by params.yaml name (``dssl.models.backbones.BACKBONES``).
+
+
+@register_backbone("tiny_vit", family="vit")
+def tiny_vit(image_size: int, in_chans: int, patch_size: int = 14) -> ViTBackbone:
+    """Paper A's [2] Tiny-ViT [code]: 224 px, patch 14 (16 x 16 tokens), dim 320, 16 heads, depth 9.
+
+    11.29 M trainable parameters; with MAE's decoder (dim 128, 1 block) 11.60 M, the figure in paper
+    A's Table 2. Not to be confused with Microsoft's hierarchical TinyViT.
+    """
+    return ViTBackbone(image_size, in_chans, patch_size, embed_dim=320, depth=9, num_heads=16)
+
+
+@register_backbone("vit_small", family="vit")
+def vit_small(
+    image_size: int, in_chans: int, patch_size: int | None = None, depth: int = 2, num_heads: int = 4
+) -> ViTBackbone:
+    """Small ViT for the embedded profile: a 4 x 4 grid of tokens (patch = image side / 4: 4 px at
+    16 px, 2 px at the digits' native 8 px), dim 96, depth 2, 4 heads."""
+    patch_size = patch_size or max(1, image_size // 4)
+    return ViTBackbone(image_size, in_chans, patch_size, embed_dim=96, depth=depth, num_heads=num_heads)

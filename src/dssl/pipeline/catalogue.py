@@ -29,6 +29,8 @@ from typing import Callable, Iterable
 from dssl.config.grids import (TOP_LEVEL_SEEDS, feature_cells, grid_cells, local_cells, reference_seed_keys, seeds_keys,
                                weight_distance_cells)
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
+from dssl.pipeline.layout import SINGLE_CLIENT_STRATEGY
+from dssl.registry import component_module
 
 Fields = dict[str, str]
 Templates = Callable[[dict], list[str]]
@@ -54,6 +56,7 @@ class StageKind:
     whole_dataset: bool = False            # reads or writes a whole dataset: a cluster job, CPU only
     metrics: Templates = _const()          # outputs DVC declares as metrics (JSON files, or folders of them)
     plots: Templates = _const()            # outputs DVC declares as plots (images)
+    components: Templates = _const()       # registry entries whose code an instance runs: "<registry>/<name>"
 
     @property
     def cluster_job(self) -> bool:
@@ -82,6 +85,7 @@ class StageInstance:
     folders: tuple[str, ...]                # the outputs that are folders
     metrics: tuple[str, ...] = ()           # the outputs that are DVC metrics
     plots: tuple[str, ...] = ()             # the outputs that are DVC plots
+    components: tuple[str, ...] = ()        # "<registry>/<name>" of the method, backbone, strategy it runs
 
     @property
     def key(self) -> str:
@@ -126,10 +130,21 @@ def _family(params: dict, model: str) -> str:
     return backbone_family(params["models"][model]["backbone"])
 
 
+def _model_code(params: dict, model: str) -> Fields:
+    """A model's registry names (its method and backbone): the code components its stages run."""
+    spec = params["models"][model]
+    return {"method": spec["method"], "backbone": spec["backbone"]}
+
+
+def _strategy_code(params: dict, entry: str) -> Fields:
+    """A ``strategies:`` entry's registry name (``t2-fedu`` -> ``fedu``): the strategy module it runs."""
+    return {"strategy_name": params["strategies"][entry]["name"]}
+
+
 def _fl_cells(params: dict) -> list[Fields]:
     cells = grid_cells(params, "fl")
     return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "family": _family(params, m), "seeds_key": key}
+             "family": _family(params, m), "seeds_key": key, **_model_code(params, m), **_strategy_code(params, s)}
             for (m, p, s), key in zip(cells, seeds_keys(params, "fl", cells))]
 
 
@@ -138,7 +153,8 @@ def _decl_cells(params: dict) -> list[Fields]:
 
     cells = grid_cells(params, "decl")
     return [{"model": m, "graph": g, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "partition": graph_partition(params, g), "family": _family(params, m), "seeds_key": key}
+             "partition": graph_partition(params, g), "family": _family(params, m), "seeds_key": key,
+             **_model_code(params, m), **_strategy_code(params, s)}
             for (m, g, s), key in zip(cells, seeds_keys(params, "decl", cells))]
 
 
@@ -149,14 +165,15 @@ def _weight_distance_cells(params: dict) -> list[Fields]:
 
 
 def _feature_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "partition": p, "strategy": s, "dataset": params["features"]["dataset"]}
+    return [{"model": m, "partition": p, "strategy": s, "dataset": params["features"]["dataset"],
+             "backbone": params["models"][m]["backbone"]}
             for m, p, s in feature_cells(params)]
 
 
 def _local_cells(params: dict) -> list[Fields]:
     cells = local_cells(params)
     return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"], "family": _family(params, m),
-             "seeds_key": key}
+             "seeds_key": key, **_model_code(params, m)}
             for (m, p), key in zip(cells, seeds_keys(params, "local", cells))]
 
 
@@ -168,7 +185,7 @@ def _local_params(params: dict) -> list[str]:
 
 def _central_cells(params: dict) -> list[Fields]:
     return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m),
-             "seeds_key": TOP_LEVEL_SEEDS}
+             "seeds_key": TOP_LEVEL_SEEDS, **_model_code(params, m)}
             for m in _section(params, "pretrain", "central").get("models", [])]
 
 
@@ -177,8 +194,15 @@ def _pretrain_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
                   f"pretrain.{framework}.train", *extra, "{seeds_key}")
 
 
-def _evaluation_inputs(*cell_inputs: str) -> Templates:
-    return lambda params: [*cell_inputs, *(f"data/prepared/{d}" for d in params["evaluate"]["datasets"])]
+def _evaluation_inputs(framework: str, *cell_inputs: str) -> Templates:
+    """A cell's inputs and the prepared datasets its kind's stages read (``evaluation_plan.framework_pairs``:
+    one template list serves every instance of a kind, so each depends on the datasets any of them reads)."""
+    def inputs(params: dict) -> list[str]:
+        from dssl.config.evaluation_plan import framework_pairs
+
+        datasets = dict.fromkeys(dataset for dataset, _ in framework_pairs(params, framework))
+        return [*cell_inputs, *(f"data/prepared/{d}" for d in datasets)]
+    return inputs
 
 
 def _feature_params(params: dict) -> list[str]:
@@ -191,9 +215,14 @@ def _evaluation_params(framework: str, extra: tuple[str, ...] = (),
                        seeds: Templates = _const("{seeds_key}")) -> Templates:
     """``seeds``: the keys of the seed lists an instance evaluates (default its cell's, ``{seeds_key}``)."""
     def keys(params: dict) -> list[str]:
-        protocols = params["evaluate"]["protocols"].get(framework, [])
-        pool = ["evaluate.vit_pool"] if "vit_pool" in params["evaluate"] else []
-        return ["pretrain.image_size", "evaluate.datasets", f"evaluate.protocols.{framework}", *pool,
+        from dssl.config.evaluation_plan import framework_pairs
+
+        evaluate = params["evaluate"]
+        protocols = dict.fromkeys(protocol for _, protocol in framework_pairs(params, framework))
+        pool = [f"evaluate.{key}" for key in ("vit_pool", "reestimate_batchnorm") if key in evaluate]
+        grids = ["evaluate.grids"] if evaluate.get("grids") and framework in ("fl", "decl", "local", "random") else []
+        listed = [f"evaluate.protocols.{framework}"] if framework in (evaluate.get("protocols") or {}) else []
+        return ["pretrain.image_size", "evaluate.datasets", *listed, *grids, *pool,
                 *(f"evaluate.{p}" for p in protocols), *extra, *seeds(params)]
     return keys
 
@@ -213,9 +242,16 @@ def _results(framework: str, cell: str) -> Templates:
     return _const(f"reports/metrics/{framework}/{cell}/")
 
 
-def _evaluated(framework: str, cells: Callable[[dict], list[Fields]]) -> Callable[[dict], list[Fields]]:
-    """Cells whose framework has at least one evaluation protocol."""
-    return lambda params: cells(params) if params["evaluate"]["protocols"].get(framework) else []
+def _evaluated(framework: str, cells: Callable[[dict], list[Fields]],
+               args: tuple[str, ...]) -> Callable[[dict], list[Fields]]:
+    """Cells (``args``: their key's fields) that some table reads on at least one dataset and protocol
+    (``evaluation_plan.stage_pairs``)."""
+    def evaluated(params: dict) -> list[Fields]:
+        from dssl.config.evaluation_plan import stage_pairs
+
+        return [fields for fields in cells(params)
+                if stage_pairs(params, framework, tuple(fields[a] for a in args))]
+    return evaluated
 
 
 def _named(section: str, *lookups: str) -> Callable[[dict], list[Fields]]:
@@ -231,13 +267,27 @@ def _single(section: str) -> Callable[[dict], list[Fields]]:
 CODE_MANIFESTS = "reports/lineage/code"
 
 
-def manifest_path(kind_name: str) -> str:
-    """The code manifest a stage of this kind depends on under DVC (see ``pipeline/code.py``)."""
-    return f"{CODE_MANIFESTS}/{kind_name}.json"
+def manifest_path(name: str) -> str:
+    """The code manifest a stage depends on under DVC (see ``pipeline/code.py``): a stage kind's shared
+    machinery (``pretrain_fl``) or a registry entry's module (``method/simsiam``, ``strategy/fedema``)."""
+    return f"{CODE_MANIFESTS}/{name}.json"
 
 
 def _code_outputs(params: dict) -> list[str]:
-    return [manifest_path(kind.name) for kind in KINDS if kind.name != "code" and kind.grid(params)]
+    kinds = [manifest_path(kind.name) for kind in KINDS if kind.name != "code" and kind.grid(params)]
+    return kinds + [manifest_path(c) for c in used_components(params)]
+
+
+def used_components(params: dict) -> list[str]:
+    """Every ``<registry>/<name>`` code component some stage of ``params`` runs, sorted."""
+    return sorted({template.format(**fields) for kind in KINDS if kind.name != "code"
+                   for fields in kind.grid(params) for template in kind.components(params)})
+
+
+# What an instance of a kind runs besides its kind's machinery (``_const`` over the cell's fields).
+_TRAINED = _const("method/{method}", "backbone/{backbone}", "strategy/{strategy_name}")
+_TRAINED_ALONE = _const("method/{method}", "backbone/{backbone}", f"strategy/{SINGLE_CLIENT_STRATEGY}")
+_ENCODED = _const("backbone/{backbone}")
 
 
 REPORT_READS = ("evaluate_", "weight_distance", "features")   # kinds whose outputs the report's sections read
@@ -262,8 +312,9 @@ def _report_inputs(params: dict) -> list[str]:
 def _report_params(params: dict) -> list[str]:
     """What the report prints of params.yaml: its sections' options and the settings list."""
     listed = ("partitions", "graphs", "improved_graphs", "weight_distance", "features")
-    return ["profile", "report", "pretrain", "strategies", "evaluate.datasets", "evaluate.protocols", "models", "seeds",
-            *(key for key in listed if params.get(key))]
+    printed = [f"evaluate.{key}" for key in ("grids", "reestimate_batchnorm") if key in params["evaluate"]]
+    return ["profile", "report", "pretrain", "strategies", "evaluate.datasets", "evaluate.protocols", *printed,
+            "models", "seeds", *(key for key in listed if params.get(key))]
 
 
 def _report_outputs(params: dict) -> list[str]:
@@ -329,22 +380,22 @@ KINDS: tuple[StageKind, ...] = (
               "Federated SSL pretraining with a strategy (params 'strategies'), every seed.",
               grid=_fl_cells, params=_pretrain_params("fl", ("strategies.{strategy}",)),
               inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}"),
-              outputs=_const("models/fl/{model}/{partition}/{strategy}/"), training=True),
+              outputs=_const("models/fl/{model}/{partition}/{strategy}/"), training=True, components=_TRAINED),
     StageKind("pretrain_decl", "pretrain:run_decl", ("model", "graph", "strategy"),
               "Decentralized SSL pretraining on a graph with a strategy, every seed.",
               grid=_decl_cells, params=_pretrain_params("decl", ("strategies.{strategy}",)),
               inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}", "data/graphs/{graph}/graph.json"),
-              outputs=_const("models/decl/{model}/{graph}/{strategy}/"), training=True),
+              outputs=_const("models/decl/{model}/{graph}/{strategy}/"), training=True, components=_TRAINED),
     StageKind("pretrain_central", "pretrain:run_central", ("model",),
               "Centralised SSL pretraining (reference), every seed.",
               grid=_central_cells, params=_pretrain_params("central"),
               inputs=_const("data/prepared/{dataset}"),
-              outputs=_const("models/central/{model}/"), training=True),
+              outputs=_const("models/central/{model}/"), training=True, components=_TRAINED_ALONE),
     StageKind("pretrain_local", "pretrain:run_local", ("model", "partition"),
               "Stand-alone SSL pretraining: clients of a partition, each trained alone on its data, every seed.",
               grid=_local_cells, params=_local_params,
               inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}"),
-              outputs=_const("models/local/{model}/{partition}/"), training=True),
+              outputs=_const("models/local/{model}/{partition}/"), training=True, components=_TRAINED_ALONE),
     StageKind("weight_distance", "weight_distance:run", ("model", "partition", "strategy"),
               "Paper A's Table 5: stand-alone clients' encoders against an FL cell's global encoder, every seed.",
               grid=_weight_distance_cells, params=_const("weight_distance.clients", "{seeds_key}"),
@@ -355,35 +406,40 @@ KINDS: tuple[StageKind, ...] = (
               grid=_feature_cells, params=_feature_params,
               inputs=_const("data/prepared/{dataset}", "models/local/{model}/{partition}",
                             "models/fl/{model}/{partition}/{strategy}"),
-              outputs=_const("reports/features/{model}/{partition}/{strategy}/")),
+              outputs=_const("reports/features/{model}/{partition}/{strategy}/"), components=_ENCODED),
     StageKind("evaluate_fl", "evaluate:run_fl", ("model", "partition", "strategy"),
               "Evaluate an FL cell: every downstream dataset, protocol and seed.",
-              grid=_evaluated("fl", _fl_cells), params=_evaluation_params("fl", ("strategies.{strategy}",)),
-              inputs=_evaluation_inputs("models/fl/{model}/{partition}/{strategy}"),
+              grid=_evaluated("fl", _fl_cells, ("model", "partition", "strategy")),
+              params=_evaluation_params("fl", ("strategies.{strategy}",)),
+              inputs=_evaluation_inputs("fl", "models/fl/{model}/{partition}/{strategy}"),
               outputs=_results("fl", "{model}/{partition}/{strategy}"),
-              metrics=_results("fl", "{model}/{partition}/{strategy}"), training=True),
+              metrics=_results("fl", "{model}/{partition}/{strategy}"), training=True, components=_ENCODED),
     StageKind("evaluate_decl", "evaluate:run_decl", ("model", "graph", "strategy"),
               "Evaluate a DecL cell: every downstream dataset, protocol and seed.",
-              grid=_evaluated("decl", _decl_cells), params=_evaluation_params("decl", ("strategies.{strategy}",)),
-              inputs=_evaluation_inputs("models/decl/{model}/{graph}/{strategy}", "data/graphs/{graph}/graph.json"),
+              grid=_evaluated("decl", _decl_cells, ("model", "graph", "strategy")),
+              params=_evaluation_params("decl", ("strategies.{strategy}",)),
+              inputs=_evaluation_inputs("decl", "models/decl/{model}/{graph}/{strategy}",
+                                        "data/graphs/{graph}/graph.json"),
               outputs=_results("decl", "{model}/{graph}/{strategy}"),
-              metrics=_results("decl", "{model}/{graph}/{strategy}"), training=True),
+              metrics=_results("decl", "{model}/{graph}/{strategy}"), training=True, components=_ENCODED),
     StageKind("evaluate_central", "evaluate:run_central", ("model",),
               "Evaluate a central model: every downstream dataset, protocol and seed.",
-              grid=_evaluated("central", _central_cells), params=_evaluation_params("central"),
-              inputs=_evaluation_inputs("models/central/{model}"),
-              outputs=_results("central", "{model}"), metrics=_results("central", "{model}"), training=True),
+              grid=_evaluated("central", _central_cells, ("model",)), params=_evaluation_params("central"),
+              inputs=_evaluation_inputs("central", "models/central/{model}"),
+              outputs=_results("central", "{model}"), metrics=_results("central", "{model}"), training=True,
+              components=_ENCODED),
     StageKind("evaluate_local", "evaluate:run_local", ("model", "partition"),
               "Evaluate the stand-alone clients of a partition: every downstream dataset, protocol and seed.",
-              grid=_evaluated("local", _local_cells), params=_evaluation_params("local"),
-              inputs=_evaluation_inputs("models/local/{model}/{partition}"),
+              grid=_evaluated("local", _local_cells, ("model", "partition")), params=_evaluation_params("local"),
+              inputs=_evaluation_inputs("local", "models/local/{model}/{partition}"),
               outputs=_results("local", "{model}/{partition}"),
-              metrics=_results("local", "{model}/{partition}"), training=True),
+              metrics=_results("local", "{model}/{partition}"), training=True, components=_ENCODED),
     StageKind("evaluate_random", "evaluate:run_random", ("backbone",),
               "Evaluate a randomly initialised backbone (reference), every seed.",
-              grid=_evaluated("random", _random_cells),
-              params=_evaluation_params("random", seeds=_random_seed_keys), inputs=_evaluation_inputs(),
-              outputs=_results("random", "{backbone}"), metrics=_results("random", "{backbone}"), training=True),
+              grid=_evaluated("random", _random_cells, ("backbone",)),
+              params=_evaluation_params("random", seeds=_random_seed_keys), inputs=_evaluation_inputs("random"),
+              outputs=_results("random", "{backbone}"), metrics=_results("random", "{backbone}"), training=True,
+              components=_ENCODED),
     StageKind("report", "report:run", (),
               "Tables, figures, reports/README.md and README.html from the evaluation results.",
               grid=_single("report"),
@@ -405,7 +461,8 @@ def instances(params: dict) -> list[StageInstance]:
                 _fmt((o.rstrip("/") for o in outputs), fields),
                 _fmt((o.rstrip("/") for o in outputs if o.endswith("/")), fields),
                 _fmt((o.rstrip("/") for o in declared["metrics"]), fields),
-                _fmt((o.rstrip("/") for o in declared["plots"]), fields)))
+                _fmt((o.rstrip("/") for o in declared["plots"]), fields),
+                _fmt(kind.components(params), fields)))
     return found
 
 
@@ -446,14 +503,21 @@ class Catalogue:
         return instances(self.params)
 
     def code(self, kind: StageKind) -> list[str]:
-        """The kind's code: its import closure (the whole package for the ``code`` stage itself)."""
+        """The kind's shared code: its import closure (the whole package for the ``code`` stage itself)."""
         if kind.name == "code":
             return [self.package_folder]
         return code_dependencies(kind.module, self.project)
 
+    def component_code(self, component: str) -> list[str]:
+        """A ``<registry>/<name>`` component's code: the import closure of the module implementing it."""
+        return code_dependencies(component_module(*component.split("/")), self.project)
+
     def dvc_code(self, kind: StageKind) -> list[str]:
-        """What a DVC stage of the kind depends on for its code: its manifest (one lock entry)."""
-        return [self.package_folder] if kind.name == "code" else [manifest_path(kind.name)]
+        """What a DVC stage of the kind depends on for its code: its kind's manifest and the manifests of the
+        components its instance runs (templates over the instance's fields), one lock entry each."""
+        if kind.name == "code":
+            return [self.package_folder]
+        return [manifest_path(kind.name), *(manifest_path(c) for c in kind.components(self.params))]
 
     @property
     def package_folder(self) -> str:

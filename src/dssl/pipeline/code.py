@@ -1,12 +1,19 @@
-"""Stage ``code``: one manifest per stage kind, the md5 of every file of its code (import closure).
+"""Stage ``code``: the code manifests, one per stage kind and one per code component a cell runs.
 
 Why a stage: DVC re-reads and rewrites the whole dvc.lock around every stage it runs, so a lock that
 lists each stage's 20-30 source files costs seconds per stage. Instead this stage depends on the
-package folder (one entry) and writes ``reports/lineage/code/<kind>.json``; every other stage depends
-on its kind's manifest only. A manifest's bytes change exactly when a file of that kind's closure
-changes, so DVC re-runs exactly the stages whose entry imports an edited module, after this stage has
-refreshed the manifests (``dvc repro`` runs it first). The manifests double as the lineage record of
-which code produced a number.
+package folder (one entry) and writes small manifests; every other stage depends on a few of them:
+- ``reports/lineage/code/<kind>.json``: the shared machinery of a stage kind, the import closure of its
+  entry module. The registries import their entries lazily (``dssl.registry.Registry``), so this holds
+  no method, backbone or strategy module.
+- ``reports/lineage/code/<registry>/<name>.json`` (``method/simsiam``, ``backbone/vit_small``,
+  ``strategy/fedema``): the import closure of the module implementing that registry entry.
+A pretraining cell depends on its kind's manifest and on those of its method, backbone and strategy;
+an evaluation on its kind's and its backbone's. Each file counts by what it does (``codedeps.code_digest``:
+a module's syntax tree without docstrings), so a comment or a docstring rewrites every manifest with
+the same bytes and DVC re-runs nothing after this stage; an edit of ``strategies/fedema.py`` changes
+``strategy/fedema.json`` alone, and with it the FedEMA cells and what reads them. The manifests double as
+the lineage record of which code produced a number.
 """
 
 from __future__ import annotations
@@ -18,29 +25,36 @@ from dssl.pipeline.common import Stage, atomic_file
 
 
 def code_manifest(module: str, project: Path) -> dict:
-    """``{"entry": module, "files": {path: md5}}`` for the module's import closure, each path relative
-    to the folder holding the sources (``src/dssl/...``), from the project or a pipeline folder in it."""
-    from dssl.pipeline.codedeps import closure_files, source_root
-    from dssl.tracking.lineage import file_md5
+    """``{"entry": module, "files": {path: digest}}`` for the module's import closure, each path relative to
+    the folder holding the sources (``src/dssl/...``), from the project or a pipeline folder in it."""
+    from dssl.pipeline.codedeps import closure_files, code_digest, source_root
 
     root = source_root(project.resolve())
     files = closure_files(module, root)
-    return {"entry": module, "files": {f.relative_to(root.parent).as_posix(): file_md5(f) for f in files}}
+    return {"entry": module, "files": {f.relative_to(root.parent).as_posix(): code_digest(f) for f in files}}
+
+
+def manifests(catalogue) -> dict[str, dict]:
+    """Every manifest the catalogue's stages depend on: ``{name: manifest}`` with ``name`` a stage kind or
+    a ``<registry>/<entry>`` component (``manifest_path(name)`` is where it is written)."""
+    from dssl.pipeline.catalogue import used_components
+    from dssl.registry import component_module
+
+    entries = {kind.name: kind.module for kind in catalogue.kinds_with_stages() if kind.name != "code"}
+    entries.update({c: component_module(*c.split("/")) for c in used_components(catalogue.params)})
+    return {name: {"kind": name, **code_manifest(module, catalogue.project)} for name, module in entries.items()}
 
 
 def run(params_path: Path | str) -> Path:
     stage = Stage("code", "", params_path)
     from dssl.pipeline.catalogue import Catalogue, manifest_path
 
-    catalogue = Catalogue(stage.params, stage.root)
     written = []
-    for kind in catalogue.kinds_with_stages():
-        if kind.name == "code":
-            continue
-        manifest = code_manifest(kind.module, stage.root)
-        out = manifest_path(kind.name)
-        with atomic_file(stage.root / out) as tmp:
-            tmp.write_text(json.dumps({"kind": kind.name, **manifest}, indent=1, sort_keys=True) + "\n")
+    for name, manifest in manifests(Catalogue(stage.params, stage.root)).items():
+        out = stage.root / manifest_path(name)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(out) as tmp:
+            tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         written.append(out)
-    stage.log({}, {"kinds": float(len(written))}, artifacts=[], inputs=[])
-    return Path(written[0]).parent if written else Path(".")
+    stage.log({}, {"manifests": float(len(written))}, artifacts=[], inputs=[])
+    return Path(manifest_path("code")).parent

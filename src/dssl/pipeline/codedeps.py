@@ -17,6 +17,7 @@ the closure is listed as the folder (DVC then records one hash for it), other fi
 from __future__ import annotations
 
 import ast
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 
@@ -89,6 +90,27 @@ def closure_files(entry: str, root: Path | None = None) -> list[Path]:
     folders = {f.parent for f in files}
     data = {p for folder in folders for p in folder.iterdir() if p.is_file() and p.suffix != ".py"}
     return sorted(files | data)
+
+
+def code_digest(path: Path) -> str:
+    """md5 of what a file does. A Python module counts as its syntax tree without docstrings, written back
+    as source (``ast.unparse``): comments, docstrings, blank lines, quotes and line wraps change nothing, so
+    they re-run no stage. Any other file (package data) counts by its bytes."""
+    data = path.read_bytes()
+    if path.suffix == ".py":
+        tree = ast.parse(data, filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                node.body = _without_docstring(node.body)
+        data = ast.unparse(tree).encode()
+    return hashlib.md5(data).hexdigest()
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return body[1:] or [ast.Pass()]
+    return body
 
 
 def _folder_files(folder: Path) -> set[Path]:

@@ -60,7 +60,7 @@ def dvc_stages(root: Path, params_file: Path | str = "params.yaml") -> tuple[lis
             specs.append(StageSpec(
                 stage.name,
                 stage.cmd,
-                tuple(sorted(deps)),
+                tuple(sorted(set(deps))),
                 tuple(sorted(_relative(o.def_path) for o in stage.outs)),
             ))
             deps_params[stage.name] = sorted(
@@ -72,11 +72,14 @@ def dvc_stages(root: Path, params_file: Path | str = "params.yaml") -> tuple[lis
 def _code_manifests(pipeline, params: dict) -> dict[str, list[str]]:
     """A code manifest stands for the files it hashes (Snakemake depends on those files directly: it
     compares modification times, and has no lock file to keep small)."""
-    from dssl.pipeline.catalogue import KINDS, Catalogue, manifest_path
+    from dssl.pipeline.catalogue import KINDS, Catalogue, manifest_path, used_components
 
     catalogue = Catalogue(params, pipeline.project)
-    return {manifest_path(kind.name): [pipeline.from_folder(c) for c in catalogue.code(kind)]
-            for kind in KINDS if kind.name != "code"}
+    kinds = {manifest_path(kind.name): [pipeline.from_folder(c) for c in catalogue.code(kind)]
+             for kind in KINDS if kind.name != "code"}
+    components = {manifest_path(c): [pipeline.from_folder(p) for p in catalogue.component_code(c)]
+                  for c in used_components(params)}
+    return {**kinds, **components}
 
 
 def _expand_output_parents(specs: list[StageSpec]) -> list[StageSpec]:
@@ -138,7 +141,7 @@ def _job_spec(job) -> StageSpec:
     return StageSpec(
         f"{job.rule.name}@{wildcard}" if wildcard else job.rule.name,
         " ".join(job.format_wildcards(job.rule.shellcmd, params=job.params, rule=job.rule.name).split()),
-        tuple(sorted(_relative(str(f)) for f in job.input)),
+        tuple(sorted({_relative(str(f)) for f in job.input})),
         tuple(sorted(_relative(str(f)) for f in job.output)),
     )
 

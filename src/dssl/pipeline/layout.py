@@ -28,6 +28,9 @@ FIGURES = Path("reports/figures")
 REPORTS = Path("reports")
 THEORY = REPORTS / "theory"
 CHECKPOINTS = Path("checkpoints")  # resumption aids, outside DVC's outputs (DVC deletes those first)
+# The strategy central and stand-alone pretraining run with (one client per run: FedAvg of one model);
+# the catalogue makes those stages depend on its code.
+SINGLE_CLIENT_STRATEGY = "fedavg"
 
 
 def prepared_dir(dataset: str) -> Path:

@@ -1,17 +1,27 @@
 """Mixing (consensus) matrices for decentralized averaging: client i's new model = sum_j W_ij x_j.
 
-Rules (registry ``MIXING``, keyed by the names used in params.yaml; paper A Table 6 compares them):
+Rules (registry ``MIXING``, keyed by the names used in params.yaml; paper A's [0] Table 6 compares them):
 - ``uniform``: 1/|A_i| over the closed neighbourhood -- paper A's Algorithm 2.
 - ``data_size``: neighbours weighted by their number of samples -- paper A's released code.
 - ``degree_normalised``: w_ij proportional to 1/|A_j| over the closed neighbourhood of i.
 - ``metropolis_hastings``: w_ij = 1 / (1 + max(d_i, d_j)) off the diagonal, the rest on the
-  diagonal; symmetric and doubly stochastic, so plain averaging converges to the exact mean.
+  diagonal (Xiao, Boyd & Lall's Metropolis weights [1]); symmetric and doubly stochastic, so plain averaging
+  converges to the exact mean.
 - ``push_sum``: p_ij = 1 / |out_j| for every i in j's closed out-neighbourhood (j splits its mass
   equally among itself and the clients it sends to). Column-stochastic, not row-stochastic: it is
-  run with push-sum weights (Kempe et al., FOCS 2003; Assran et al., "Stochastic Gradient Push",
-  ICML 2019), which correct the bias of directed or unbalanced graphs (``COLUMN_STOCHASTIC``).
+  run with push-sum weights (Kempe et al., FOCS 2003 [2]; for optimisation Nedic & Olshevsky [3] and
+  Assran et al., "Stochastic Gradient Push", ICML 2019 [4]), which correct the bias of directed or
+  unbalanced graphs (``COLUMN_STOCHASTIC``).
 Every other matrix is row-stochastic. The graphs of this project are undirected (symmetric
 adjacency); ``push_sum`` also takes a directed one, reading ``adjacency[j, i]`` as "j sends to i".
+No rule has a size to set; the default rule is paper A's ``uniform`` (its released code mixes by ``data_size``).
+
+References:
+    [0] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ (Algorithm 2, Table 6)
+    [1] Xiao, Boyd & Lall, "A Scheme for Robust Distributed Sensor Fusion Based on Average Consensus", IPSN 2005
+    [2] Kempe, Dobra & Gehrke, "Gossip-Based Computation of Aggregate Information", FOCS 2003
+    [3] Nedic & Olshevsky, "Distributed Optimization over Time-Varying Directed Graphs", IEEE TAC 2015
+    [4] Assran, Loizou, Ballas & Rabbat, "Stochastic Gradient Push for Distributed Deep Learning", ICML 2019
 """
 
 from __future__ import annotations
@@ -48,6 +58,8 @@ def degree_normalised(adjacency: np.ndarray, sizes: np.ndarray | None = None) ->
 
 
 def metropolis_hastings(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
+    """Metropolis weights [1]: doubly stochastic on any undirected graph, from the degrees of a node and its
+    neighbours alone (no global knowledge)."""
     degrees = adjacency.sum(axis=1)
     weights = adjacency / (1.0 + np.maximum(degrees[:, None], degrees[None, :]))
     np.fill_diagonal(weights, 1.0 - weights.sum(axis=1))
@@ -55,6 +67,7 @@ def metropolis_hastings(adjacency: np.ndarray, sizes: np.ndarray | None = None) 
 
 
 def push_sum(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
+    """Push-sum's column-stochastic matrix [2, 3]: each sender splits its mass over itself and its out-neighbours."""
     out = _closed(adjacency)  # out[j, i]: j sends to i (itself included)
     return (out / out.sum(axis=1)[:, None]).T
 

@@ -1,11 +1,10 @@
 """Federation strategies, one module each (registry ``STRATEGIES``, factory ``create_strategy``).
 
-Importing this package registers every strategy; a new strategy is one module with a
-``@register_strategy`` :class:`Strategy` subclass, imported here.
+A new strategy is one module with a ``@register_strategy("<name>")`` :class:`Strategy` subclass. The
+registry finds it by reading the package's modules and imports it only when its name is used, so a
+stage depends on the code of its own strategy alone (``dssl.registry.Registry``).
 """
 
-from dssl.federation.strategies import fedavg  # noqa: F401  (registration)
-from dssl.federation.strategies import featarc, fedema, fedssl, fedu, ldawa, mar, orchestra  # noqa: F401  (registration)
 from dssl.federation.strategies.base import (
     LOCAL_MODEL,
     STRATEGIES,

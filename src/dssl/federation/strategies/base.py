@@ -44,6 +44,13 @@ queue and pointer) is local in every strategy: never uploaded, never part of a g
 mixed by gossip. A client's first participation starts it from the method's initial memory, except
 that its EMA target starts as a copy of the online network it receives (paper B's code does so); the
 method's ``round_memory_keys()`` start so in every round (``restart_round_memory``).
+
+Each strategy's module cites its paper, with the paper's defaults and where this code's differ.
+
+References:
+    [0] FedAvg, 2016, https://arxiv.org/abs/1602.05629
+    [1] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ
+    [2] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from dssl.registry import Registry
 from dssl.federation.local import ClientData
 from dssl.federation.state import StackedStates, StateDict, snapshot, weighted_average
 
@@ -101,9 +109,9 @@ class Strategy:
     """FedAvg behaviour for every hook; subclasses override what their method changes.
 
     ``aggregation`` weights clients in ``aggregate`` and in DecL's final average: ``uniform`` is
-    paper A's Algorithm 1 (the default: the paper's definition), ``data_size`` is its released code
-    and McMahan et al.'s FedAvg. ``keep_local``: the method's ``local_state_keys()`` (SimSiam's
-    predictor, BYOL's target) stay on the client and are neither uploaded nor replaced -- paper B's
+    paper A's [1] Algorithm 1 (the default: the paper's definition), ``data_size`` is its released code
+    and McMahan et al.'s FedAvg [0]. ``keep_local``: the method's ``local_state_keys()`` (SimSiam's
+    predictor, BYOL's target) stay on the client and are neither uploaded nor replaced -- paper B's [2]
     "keep local knowledge" design choice; off by default, as paper A's code averages every tensor.
     Subclasses declare further hyper-parameters as keyword arguments of ``__init__`` (unknown names
     are a TypeError, so params.yaml typos fail loudly) and add them to ``self.hparams``, which enters
@@ -268,28 +276,23 @@ class Strategy:
             raise ValueError(f"strategy {self.name!r} has no state, got keys {sorted(state)}")
 
 
-STRATEGIES: dict[str, type[Strategy]] = {}
+# Lazy: a strategy's module is imported when its name is used (``dssl.registry.Registry``).
+STRATEGIES: Registry[type[Strategy]] = Registry.lazy("strategy")
 
 
 def register_strategy(name: str) -> Callable[[type[Strategy]], type[Strategy]]:
     """Class decorator: make a strategy available to ``create_strategy`` and params.yaml."""
 
     def register(cls: type[Strategy]) -> type[Strategy]:
-        if name in STRATEGIES:
-            raise KeyError(f"strategy {name!r} registered twice")
         cls.name = name
-        STRATEGIES[name] = cls
-        return cls
+        return STRATEGIES.register(name)(cls)
 
     return register
 
 
 def create_strategy(name: str, **hparams: Any) -> Strategy:
-    """A strategy by registry name, e.g. ``create_strategy("fedavg")``."""
-    import dssl.federation.strategies  # noqa: F401  (registers every strategy module)
-
-    if name not in STRATEGIES:
-        raise KeyError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}")
+    """A strategy by registry name, e.g. ``create_strategy("fedavg")``; an unknown name raises
+    ``UnknownNameError`` (a KeyError) listing the known ones."""
     allowed = STRATEGIES[name].option_names()
     unknown = sorted(set(hparams) - set(allowed))
     if unknown:

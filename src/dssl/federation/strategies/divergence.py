@@ -1,4 +1,4 @@
-"""Model divergences used by paper B's FedU and FedEMA, and their common base ``DivergenceAware``.
+"""Model divergences used by FedU [1] and paper B's [0] FedEMA, and their common base ``DivergenceAware``.
 
 Paper B (Eq. 3) measures ||W_g^r - W_k^(r-1)||: this round's global model against the client's model
 after its previous local training. It does not say which norm a difference of a multi-layer network
@@ -18,6 +18,10 @@ pairs the paper's difference with the norm its constants were tuned on by defaul
                 training (from the state it started training from, after any FedEMA blend, to the
                 state it uploaded), in the code's norm; it is one round stale and does not grow
                 with the rounds a client skips.
+
+References:
+    [0] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
+    [1] FedU, 2021, https://arxiv.org/abs/2108.06492
 """
 
 from __future__ import annotations
@@ -72,7 +76,7 @@ def code_norm_keys(method: nn.Module, keys: Iterable[str]) -> tuple[str, ...]:
 
 
 class DivergenceAware(FedSSL):
-    """FedSSL whose client update depends on a divergence (FedU, FedEMA).
+    """FedSSL whose client update depends on a divergence (FedU [1], FedEMA [0]).
 
     ``measured_keys`` are the tensors it is measured on (``setup``); ``divergence(...)`` gives the value
     at a client's start. With ``divergence: code`` the client's drift during local training (start of

@@ -1,7 +1,7 @@
 """FeatARC: Dec-SSL's feature alignment and clustering (paper A's Table 2 baseline).
 
 Wang et al., "Does Learning from Decentralized Non-IID Unlabeled Data Benefit from Self Supervision?"
-(ICLR 2023; the Dec-SSL algorithm, paper A's "FeatARC" baseline), FL only:
+(ICLR 2023) [0] (the Dec-SSL algorithm, paper A's [2] "FeatARC" baseline), FL only:
 
 - Clusters. The server keeps M cluster models (M = 2, ``num_clusters``), independently initialised,
   each as the model is built (``initial_global_states``).
@@ -12,7 +12,7 @@ Wang et al., "Does Learning from Decentralized Non-IID Unlabeled Data Benefit fr
   agreement (the first on a tie). The released code scores the client's training split (its first
   80 %; 10 % validation and 10 % test are held out there); here a client's whole data, which is what
   it trains on.
-- Local loss (``client_loss``). SimCLR's NT-Xent on two views (temperature 0.5 in the paper: the
+- Local loss (``client_loss``). SimCLR's [1] NT-Xent on two views (temperature 0.5 in the paper: the
   model's ``temperature``) plus ``align_weight`` times the alignment term
 
       A = -1/2 * mean_b ( <c_b, z1_b / ||z1_b||> + <c_b, z2_b / ||z2_b||> ),
@@ -32,18 +32,28 @@ Wang et al., "Does Learning from Decentralized Non-IID Unlabeled Data Benefit fr
   accuracy after linear evaluation; that selects on test labels. Departure: the run's result here is
   the cluster most clients joined in the last round (ties: the lowest index), a rule that needs no
   labels; ``FLSimulator`` returns it and records its index (``RunResult.final_index``).
+
+Dec-SSL's defaults [0] (its released code): M = 2, SimCLR at temperature 0.5 with a 512-512-512 projector on
+ResNet-18, ``reg_scale`` 1. M and the weight are this strategy's defaults; the temperature and the projector
+are the ``simclr`` model's options, whose own defaults (0.07, d-d-d/4) differ and are set in its model entry.
+
+References:
+    [0] Dec-SSL / FeatARC, 2022, https://arxiv.org/abs/2210.10947
+    [1] SimCLR, 2020, https://arxiv.org/abs/2002.05709
+    [2] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ (Table 2, where it is a baseline)
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.federation.local import ClientData
 from dssl.federation.reproducibility import derive_seed
 from dssl.federation.state import StateDict, load_state_, snapshot, state_digest
@@ -104,8 +114,8 @@ def encoder_features(method: nn.Module, state: Mapping[str, torch.Tensor], data:
 
 @register_strategy("featarc")
 class FeatARC(Strategy):
-    """M cluster models; each client joins the cluster of best feature agreement and trains SimCLR
-    plus the alignment of its projections to that cluster's frozen features.
+    """Dec-SSL [0] ("FeatARC"): M cluster models; each client joins the cluster of best feature agreement and
+    trains SimCLR [1] plus the alignment of its projections to that cluster's frozen features.
 
     Options: ``num_clusters`` (M, 2), ``align_weight`` (1.0), ``init_seed`` (enters the seeds that
     initialise clusters j > 0), ``aggregation`` (within a cluster; ``uniform``).
@@ -113,8 +123,9 @@ class FeatARC(Strategy):
 
     frameworks = ("fl",)
 
-    def __init__(self, aggregation: str = "uniform", num_clusters: int = 2, align_weight: float = 1.0,
-                 init_seed: int = 0) -> None:
+    def __init__(self, aggregation: str = "uniform", num_clusters: Annotated[int, Range(1, 100)] = 2,
+                 align_weight: Annotated[float, Range(0.0)] = 1.0,
+                 init_seed: Annotated[int, Range(0, 4_294_967_295)] = 0) -> None:
         super().__init__(aggregation)
         if num_clusters < 1:
             raise ValueError(f"num_clusters must be >= 1, got {num_clusters}")

@@ -1,4 +1,4 @@
-"""FedEMA: divergence-aware dynamic moving-average update (paper B, ICLR 2022, Section 5).
+"""FedEMA: divergence-aware dynamic moving-average update (paper B [0], ICLR 2022, Section 5).
 
 Zhuang, Wen & Zhang, "Divergence-aware Federated Self-Supervised Learning". BYOL-style FedSSL where a
 client that participated before blends its online encoder (projector included) and predictor with
@@ -26,15 +26,25 @@ it grows with the ~20-round gap and mu saturates at 1: the client keeps its stal
 Only parameters are blended; BN statistics come from the global model, as in the released code.
 The code's first-round quirk (target and online networks are one object) is not reproduced.
 FL only: the divergence is to a server's global model.
+
+Paper B's [0] setting: ``dssl.federation.strategies.fedssl`` (5 clients, BYOL on a CIFAR ResNet-18, heads
+512-4096-2048 and 2048-4096-2048, target EMA 0.99). Its autoscaler with tau = 0.7 and its divergence are this
+code's defaults; its data-size weighting of the average is not (``aggregation: uniform``). FedU [1] is the
+predictor-only ancestor (``fedu``).
+
+References:
+    [0] FedEMA, 2022, https://arxiv.org/abs/2204.04385
+    [1] FedU, 2021, https://arxiv.org/abs/2108.06492
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Sequence
 
 import torch
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.federation.state import StateDict
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload, register_strategy
 from dssl.federation.strategies.divergence import DRIFT, LAST_ROUND, DivergenceAware
@@ -50,12 +60,15 @@ def ema_mu(scale: float, divergence: float) -> float:
 
 @register_strategy("fedema")
 class FedEMA(DivergenceAware):
-    """Blend the client's online encoder and predictor with the global ones by a divergence-aware mu."""
+    """FedEMA [0]: blend the client's online encoder and predictor with the global ones by a divergence-aware
+    mu."""
 
     frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
 
-    def __init__(self, aggregation: str = "uniform", scaler: str = "auto", tau: float = 0.7,
-                 ema_lambda: float = 0.8, divergence: str = "paper", skipped: str = "restart") -> None:
+    def __init__(self, aggregation: str = "uniform", scaler: str = "auto",
+                 tau: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.7,
+                 ema_lambda: Annotated[float, Range(0.0)] = 0.8, divergence: str = "paper",
+                 skipped: str = "restart") -> None:
         super().__init__(aggregation, divergence)
         if scaler not in SCALERS:
             raise ValueError(f"unknown scaler {scaler!r}; known: {', '.join(SCALERS)}")

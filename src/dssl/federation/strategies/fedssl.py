@@ -1,6 +1,6 @@
 """FedSSL: paper B's framework for federated Siamese SSL, with its design space as options.
 
-Zhuang, Wen & Zhang, "Divergence-aware Federated Self-Supervised Learning" (ICLR 2022), Section 3-4.
+Zhuang, Wen & Zhang, "Divergence-aware Federated Self-Supervised Learning" (ICLR 2022) [0], Section 3-4.
 Each round a client trains its Siamese model (online encoder + projector, a predictor for BYOL /
 SimSiam, an EMA target for BYOL / MoCo), uploads part of it, the server averages the uploads and
 the global model replaces part of the client's model. The options are the questions paper B studies
@@ -13,7 +13,7 @@ the global model replaces part of the client's model. The options are the questi
                        ``target``, ``both``, ``none`` (keep both local), or ``ema``: the local
                        online network becomes ``encoder_ema * local + (1 - encoder_ema) * global``.
 ``update_predictor``   ``global`` (default: the averaged predictor replaces the local one) or
-                       ``local`` (the client keeps its own).
+                       ``local`` (the client keeps its own; FedU [1] chooses between them by a divergence).
 ``first_round_target`` ``copy`` (default): a client's first target is a copy of the online network it
                        receives; ``online``: paper B's code, where in a client's first round the target
                        *is* its online network (one object: the EMA moves nothing, and without
@@ -26,15 +26,25 @@ predictor)"). The method's other switches (``predictor``, ``stop_gradient``, ``e
 ``version``) are its hyper-parameters. Per-client memory other than the target (MoCo's queue) is
 never uploaded. A client's first participation takes every network from the global model (paper B's
 code: the target starts as the global encoder) and the method's initial memory.
+
+Paper B's setting [0] (its code's defaults): 5 clients all training every round, 100 rounds, 5 local epochs,
+batch 128, SGD lr 0.032 momentum 0.9 weight decay 5e-4, a CIFAR ResNet-18 with BYOL's heads at 512-4096-2048
+(projector) and 2048-4096-2048 (predictor), target EMA 0.99; the server weights clients by data size. This
+code's default ``aggregation: uniform`` differs from that weighting (``aggregation: data_size`` is paper B's).
+
+References:
+    [0] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
+    [1] FedU, 2021, https://arxiv.org/abs/2108.06492
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
 import torch
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.federation.state import StateDict, snapshot
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Strategy, Upload, register_strategy
 
@@ -57,12 +67,13 @@ def blend(local: torch.Tensor, global_: torch.Tensor, mu: float) -> torch.Tensor
 
 @register_strategy("fedssl")
 class FedSSL(Strategy):
-    """Paper B's FedSSL framework; the defaults (online / online / global) are FedAvg of the online
+    """Paper B's [0] FedSSL framework; the defaults (online / online / global) are FedAvg of the online
     network and predictor with the EMA target kept on the client (FedBYOL, FedSimSiam, ...)."""
 
     def __init__(self, aggregation: str = "uniform", aggregate_encoder: str = "online",
                  update_encoder: str = "online", update_predictor: str = "global",
-                 encoder_ema: float | None = None, first_round_target: str = "copy") -> None:
+                 encoder_ema: Annotated[float | None, Range(0.0, 1.0)] = None,
+                 first_round_target: str = "copy") -> None:
         super().__init__(aggregation)
         check_choice("aggregate_encoder", aggregate_encoder, AGGREGATE_ENCODER)
         check_choice("update_encoder", update_encoder, UPDATE_ENCODER)

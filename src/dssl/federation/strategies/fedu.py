@@ -1,7 +1,7 @@
 """FedU: divergence-aware predictor update (DAPU).
 
 Zhuang et al., "Collaborative Unsupervised Visual Representation Learning from Decentralized Data"
-(ICCV 2021), as summarised in paper B (ICLR 2022). BYOL-style FedSSL in which the online encoder is
+(ICCV 2021) [0], as summarised in paper B (ICLR 2022) [1]. BYOL-style FedSSL in which the online encoder is
 always replaced by the global one, and the predictor by the global predictor only when the divergence
 between the global and the client's model is below ``threshold`` (0.4 in the released code);
 otherwise the client keeps its own predictor.
@@ -15,15 +15,25 @@ threshold was tuned on (the code's mean of per-kernel L2 norms over the encoder'
 (the flattened norm over the predictor's parameters; ``paper_flat`` only).
 The decision of each participation is kept in the client's state (``local_state["fedu"]``).
 FL only: the divergence is to a server's global model.
+
+This code runs FedU in paper B's [1] setting (``dssl.federation.strategies.fedssl``: 5 clients, BYOL on a CIFAR
+ResNet-18, heads 512-4096-2048 and 2048-4096-2048, target EMA 0.99); ``threshold`` 0.4 is the released code's
+value and this code's default. Paper B weights the average by client data size; this code's default
+``aggregation: uniform`` differs.
+
+References:
+    [0] FedU, 2021, https://arxiv.org/abs/2108.06492
+    [1] FedEMA / FedSSL, 2022, https://arxiv.org/abs/2204.04385
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Annotated, Mapping
 
 import torch
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, register_strategy
 from dssl.federation.strategies.divergence import DivergenceAware
 
@@ -32,12 +42,12 @@ DIVERGENCE_OF = ("encoder", "predictor")
 
 @register_strategy("fedu")
 class FedU(DivergenceAware):
-    """Online encoder from the global model; predictor from it only if the divergence < threshold."""
+    """FedU [0]: online encoder from the global model; predictor from it only if the divergence < threshold."""
 
     frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
 
-    def __init__(self, aggregation: str = "uniform", threshold: float = 0.4, divergence: str = "paper",
-                 divergence_of: str = "encoder") -> None:
+    def __init__(self, aggregation: str = "uniform", threshold: Annotated[float, Range(0.0)] = 0.4,
+                 divergence: str = "paper", divergence_of: str = "encoder") -> None:
         super().__init__(aggregation, divergence, update_predictor="local")
         if divergence_of not in DIVERGENCE_OF:
             raise ValueError(f"unknown divergence_of {divergence_of!r}; known: {', '.join(DIVERGENCE_OF)}")

@@ -1,7 +1,7 @@
 """L-DAWA: layer-wise divergence-aware weight aggregation (paper A's baseline).
 
 Rehman et al., "L-DAWA: Layer-wise Divergence Aware Weight Aggregation in Federated Self-Supervised
-Visual Representation Learning" (ICCV 2023). The server scales each client's layer l by its angular
+Visual Representation Learning" (ICCV 2023) [0]. The server scales each client's layer l by its angular
 divergence to the previous global model, the cosine similarity
 
     delta_k^l = <w_k^l, w_g^l> / (||w_k^l|| ||w_g^l||),   capped at 1,
@@ -11,17 +11,26 @@ and averages the scaled layers: w_g^l <- sum_k a_k delta_k^l w_k^l with a_k the 
 at least one dimension (weights, biases and, as in the released code, BN statistics); scalar and
 integer tensors (BN's counter) are averaged plainly. A client layer with zero norm is not scaled.
 ``granularity``: ``layer`` (default) or ``model`` -- one cosine over all of those tensors flattened,
-the model-level variant paper A likely ran. ``warmup_rounds``: rounds of plain FedAvg first (0 by
+the model-level variant paper A [2] likely ran. ``warmup_rounds``: rounds of plain FedAvg [1] first (0 by
 default; the released code aggregates its first 3 rounds by FedAvg).
+
+L-DAWA's defaults [0]: the per-layer cosine capped at 1 and the scaled layers averaged with 1/K (this code's
+defaults), plain FedAvg for the first rounds (3 in the released code, where this code's default of 0 differs).
+
+References:
+    [0] L-DAWA, 2023, https://arxiv.org/abs/2307.07393
+    [1] FedAvg, 2016, https://arxiv.org/abs/1602.05629
+    [2] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ (Table 2, where it is a baseline)
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Annotated, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from dssl.config.ranges import Range
 from dssl.federation.state import StateDict, combine, normalised_weights, weighted_average
 from dssl.federation.strategies.base import Strategy, Upload, register_strategy
 
@@ -56,12 +65,12 @@ def divergence_scales(client: Mapping[str, torch.Tensor], global_state: Mapping[
 
 @register_strategy("ldawa")
 class LDAWA(Strategy):
-    """FedAvg whose average scales each client layer by its cosine with the previous global layer."""
+    """L-DAWA [0]: FedAvg whose average scales each client layer by its cosine with the previous global layer."""
 
     frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
 
     def __init__(self, aggregation: str = "uniform", keep_local: bool = False, granularity: str = "layer",
-                 warmup_rounds: int = 0) -> None:
+                 warmup_rounds: Annotated[int, Range(0, 100_000)] = 0) -> None:
         super().__init__(aggregation, keep_local)
         if granularity not in GRANULARITIES:
             raise ValueError(f"unknown granularity {granularity!r}; known: {', '.join(GRANULARITIES)}")

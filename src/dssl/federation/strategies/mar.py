@@ -1,4 +1,4 @@
-"""FedMAR and DecMAR: paper A's MAR loss (Section 5, Eq. 5-7; Algorithms 1 and 2).
+"""FedMAR and DecMAR: paper A's [0] MAR loss (Section 5, Eq. 5-7; Algorithms 1 and 2).
 
 Each client minimises its method's loss (MAE's reconstruction) plus gamma_t^(i) * A(z_i, z_bar),
 where z_i = f_e(x_1) is the batch of local masked representations (``representation`` of the
@@ -25,15 +25,29 @@ the representations of its last local batch, a sample of its local distribution,
 z_i) or ``epoch_mean`` (the released code: the mean over local batches of the batch tensors, which
 pulls every row towards the client's mean embedding; here over all local steps, the code over the
 last epoch).
+
+Paper A's [0] defaults: gamma_max 0.1, gamma_min 1e-3 with the cosine decay of Eq. 7, MAE at mask ratio 0.75 on
+its Tiny-ViT, A-MMD with the mean-distance bandwidth; all are this code's defaults. A-MMD is the unbiased MMD^2
+of Gretton et al. [1] with a data-driven bandwidth (``dssl.federation.alignment``); DecMAR's round is D-PSGD
+[2] on the MAR loss.
+
+References:
+    [0] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ
+        (Chen, Yang, Wang & Yuan, "Understanding the Robustness of Distributed Self-Supervised Learning
+        Frameworks Against Non-IID Data", ICLR 2026)
+    [1] Gretton, Borgwardt, Rasch, Schoelkopf & Smola, "A Kernel Two-Sample Test", JMLR 13 (2012)
+    [2] Lian et al., "Can Decentralized Algorithms Outperform Centralized Algorithms? A Case Study for
+        Decentralized Parallel Stochastic Gradient Descent", NeurIPS 2017
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Sequence
 
 import torch
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.federation.alignment import ALIGNMENTS, alignment_loss, cosine_gamma
 from dssl.federation.state import StackedStates, StateDict
 from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
@@ -42,11 +56,12 @@ Z_SUMMARIES = ("last_batch", "epoch_mean")
 
 
 class MARStrategy(Strategy):
-    """The MAR loss and the z bookkeeping shared by FedMAR and DecMAR (not registered itself)."""
+    """Paper A's [0] MAR loss and the z bookkeeping shared by FedMAR and DecMAR (not registered itself)."""
 
-    def __init__(self, gamma_max: float = 0.1, gamma_min: float = 1e-3, horizon: float | None = None,
-                 alignment: str = "a_mmd", sigma: float = 1.0, z_summary: str = "last_batch",
-                 **kwargs: Any) -> None:
+    def __init__(self, gamma_max: Annotated[float, Range(0.0)] = 0.1, gamma_min: Annotated[float, Range(0.0)] = 1e-3,
+                 horizon: Annotated[float | None, Range(0.0, low_open=True)] = None,
+                 alignment: str = "a_mmd", sigma: Annotated[float, Range(0.0, low_open=True)] = 1.0,
+                 z_summary: str = "last_batch", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not 0 <= gamma_min <= gamma_max:
             raise ValueError(f"need 0 <= gamma_min <= gamma_max, got gamma_min={gamma_min}, gamma_max={gamma_max}")
@@ -126,7 +141,7 @@ def _common_rows(zs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
 
 @register_strategy("fedmar")
 class FedMAR(MARStrategy):
-    """Paper A's Algorithm 1: FedAvg on the MAR loss; the server averages z like the weights."""
+    """Paper A's [0] Algorithm 1: FedAvg on the MAR loss; the server averages z like the weights."""
 
     frameworks = ("fl",)
 
@@ -155,7 +170,7 @@ class FedMAR(MARStrategy):
 
 @register_strategy("decmar")
 class DecMAR(MARStrategy):
-    """Paper A's Algorithm 2: D-PSGD on the MAR loss; z_bar is the neighbour mean of the z sent."""
+    """Paper A's [0] Algorithm 2: D-PSGD [2] on the MAR loss; z_bar is the neighbour mean of the z sent."""
 
     frameworks = ("decl",)
 

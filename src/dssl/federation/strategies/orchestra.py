@@ -1,4 +1,4 @@
-"""Orchestra (Lubana et al., ICML 2022): FedAvg plus a federated clustering of the projections.
+"""Orchestra [0] (Lubana et al., ICML 2022): FedAvg plus a federated clustering of the projections.
 
 The local model is the ``orchestra`` method (``dssl.methods.orchestra``). One FL round:
 
@@ -18,17 +18,26 @@ Sinkhorn-Knopp equal-size assignment Q of the local centroids over the global on
 the target of the softmax assignment P = softmax(<c_l, g_k> / T), T = 0.1; the loss is the mean
 negative cosine similarity between the rows of Q and P; SGD with ``server_lr`` 0.01, momentum 0.9,
 weight decay 1e-4; the global centroids are renormalised to unit rows after every step.
+
+Orchestra's defaults [0] (its released code): 128 global / 16 local centroids, memory 128, the server fit of 500
+SGD steps at lr 0.01, momentum 0.9, weight decay 1e-4, Sinkhorn-Knopp [1] at temperature 1/25; all are this
+code's defaults (the model's sizes: ``dssl.methods.orchestra``).
+
+References:
+    [0] Orchestra, 2022, https://arxiv.org/abs/2205.11506
+    [1] SwAV, 2020, https://arxiv.org/abs/2006.09882
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.ranges import Range
 from dssl.federation.local import load_client_batch
 from dssl.federation.state import StateDict
 from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
@@ -64,12 +73,14 @@ def fit_global_centroids(global_centroids: torch.Tensor, local_centroids: torch.
 
 @register_strategy("orchestra")
 class OrchestraStrategy(Strategy):
-    """Orchestra's round: FedAvg, local equal-size clustering, server fit of the global centroids."""
+    """Orchestra's [0] round: FedAvg, local equal-size clustering, server fit of the global centroids."""
 
     frameworks = ("fl",)
 
-    def __init__(self, server_steps: int = 500, server_lr: float = 0.01, server_momentum: float = 0.9,
-                 server_weight_decay: float = 1e-4, **kwargs: Any) -> None:
+    def __init__(self, server_steps: Annotated[int, Range(0, 100_000)] = 500,
+                 server_lr: Annotated[float, Range(0.0, low_open=True)] = 0.01,
+                 server_momentum: Annotated[float, Range(0.0, 1.0, high_open=True)] = 0.9,
+                 server_weight_decay: Annotated[float, Range(0.0)] = 1e-4, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if server_steps < 0 or not server_lr > 0 or not 0 <= server_momentum < 1 or server_weight_decay < 0:
             raise ValueError("need server_steps >= 0, server_lr > 0, 0 <= server_momentum < 1 and "
