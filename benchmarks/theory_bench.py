@@ -16,13 +16,10 @@ import os
 import time
 from pathlib import Path
 
-from dssl.theory.sweep import (
-    DEFAULT_THEORY_CFG,
-    claim_checks,
-    run_improvement_study,
-    run_theory_sweep,
-    summarise,
-)
+from dssl.theory.improvement_study import run_improvement_study
+from dssl.theory.options import DEFAULT_THEORY_CFG
+from dssl.theory.sweep import run_theory_sweep, summarise
+from dssl.theory.theorems import claim_checks
 from dssl.topology.graphs import create_graph
 
 CONNECTIVITIES = (3, 5, 10, 20)

@@ -176,7 +176,9 @@ def test_registry_names_match_the_validator() -> None:
     from dssl.models.vit import POOLS
 
     assert set(declared_methods()) == set(METHODS)
-    assert sections.BACKBONE_NAMES == set(BACKBONES)
+    families = sections.backbone_families()
+    assert set(families) == set(BACKBONES)
+    assert all(BACKBONES[name].family == family for name, family in families.items())
     assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
     assert sections.VIT_POOLS == POOLS
     from dssl.federation.local import OPTIMIZERS, SCHEDULES

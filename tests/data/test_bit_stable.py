@@ -153,7 +153,7 @@ def test_snapped_floor_is_a_floor_off_the_grid() -> None:
 
 def test_counts_from_written_fractions_are_exact() -> None:
     """Counts derived from a fraction in params.yaml use the decimal as written, not its float."""
-    from dssl.data.datasets import _test_count
+    from dssl.data.splits import _test_count
     from dssl.topology.graphs import _edge_count_for
 
     assert 0.28 * 25 > 7 and _test_count(25, 0.28) == 7  # the float product is 7.000000000000001

@@ -13,7 +13,8 @@ import pytest
 
 from dssl.config.params import read_params, validate
 from dssl.config.sections import dataset_train_size
-from dssl.data.datasets import DATASETS, DatasetError, load_provenance, load_split
+from dssl.data.datasets import DATASETS, DatasetError, load_split
+from dssl.data.prepared_format import load_provenance
 from dssl.data.photo_digits import bilinear_weights, load_photos, upscale_digits
 
 REPO = Path(__file__).resolve().parents[2]
@@ -256,7 +257,7 @@ def test_a_full_spec_is_valid(params: dict) -> None:
     ("image_size", 7, "must be >= 8, got 7"),
     ("image_size", 24.5, "must be an integer, got 24.5"),
     ("composites_per_digit", 0, "must be >= 1, got 0"),
-    ("composites_per_digit", "3", "must be a number, got '3'"),
+    ("composites_per_digit", "3", "must be an integer, got '3'"),
     ("seed", -1, "must be >= 0, got -1"),
     ("test_fraction", 0.95, "must be <= 0.9, got 0.95"),
 ])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from dssl.theory.improve import IMPROVE_CRITERIA, algebraic_connectivity, improve_graph
-from dssl.theory.sweep import build_theory_model
+from dssl.theory.improvement_study import build_theory_model
 
 from theory_helpers import cycle_graph, path_graph
 

@@ -6,15 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dssl.theory.sweep import (
-    ROW_COLUMNS,
-    build_theory_model,
-    claim_checks,
-    resolve_theory_cfg,
-    run_improvement_study,
-    run_theory_sweep,
-    summarise,
-)
+from dssl.theory.improvement_study import build_theory_model, run_improvement_study
+from dssl.theory.options import resolve_theory_cfg
+from dssl.theory.sweep import ROW_COLUMNS, run_theory_sweep, summarise
+from dssl.theory.theorems import claim_checks
 from dssl.theory.objectives import decl_global_weights
 
 from theory_helpers import complete_graph, cycle_graph, path_graph

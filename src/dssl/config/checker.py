@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from dssl.config.ranges import declared_options, number_problem
+
 ENTRY_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -32,7 +34,8 @@ class ParamsError(Exception):
         self.source = source
         self.problems = problems
         lines = [f"{source}: {len(problems)} problem(s)"] + [f"  - {p}" for p in problems]
-        super().__init__("\n".join(lines))
+        # one problem (an unreadable file, a duplicate key) reads as one line
+        super().__init__(f"{source}: {problems[0]}" if len(problems) == 1 else "\n".join(lines))
 
 
 # --------------------------------------------------------------------------------------------
@@ -132,6 +135,22 @@ class Checker:
             self.add(where, f"must be <= {high}, got {value}", hint)
             return None
         return value
+
+    def declared(self, entry: dict, key: str, path: str, options: type, *, required: bool = False,
+                 hint: str = "") -> Any:
+        """``entry[key]`` checked against the number and range the dataclass ``options`` declares for ``key``
+        (``dssl.config.ranges``); the value, or None when it is missing or bad (each problem added once)."""
+        option = declared_options(options)[key]
+        where = f"{path}.{key}"
+        if entry.get(key) is None and not (key in entry and option.optional):
+            if required:
+                self.add(where, "missing", hint or f"{key}: {option.range}")
+            return None
+        problem = number_problem(entry[key], option)
+        if problem:
+            self.add(where, problem, hint or f"{key}: {option.range}")
+            return None
+        return entry[key]
 
     def name_of(self, entry: dict, key: str, names: Iterable[str], path: str, what: str) -> str | None:
         value = entry.get(key)

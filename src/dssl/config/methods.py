@@ -10,7 +10,8 @@ reading equal to the imported registry.
 
 A ``models.<name>.hparams`` value is checked against its argument's annotation where the annotation is
 one this module can read (``bool``, ``int``, ``float``, ``str``, ``None``, ``Literal[...]``, ``tuple[...]``
-and unions of them); range checks stay with the method, which raises when it is built.
+and unions of them), and against its range where the argument declares one
+(``mask_ratio: Annotated[float, Range(0.0, 1.0, high_open=True)]``, ``dssl.config.ranges``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from dssl.config.ranges import NumericOption, number_problem, range_in_source
 
 METHOD_FOLDER = Path(__file__).resolve().parents[1] / "methods"
 
@@ -31,6 +34,11 @@ class HParam:
     name: str
     annotation: str | None
     default: str | None
+
+    @property
+    def option(self) -> NumericOption | None:
+        """The declared number and range (``Annotated[..., Range(...)]``), None where none is declared."""
+        return range_in_source(self.annotation)[1]
 
 
 @dataclass(frozen=True)
@@ -78,15 +86,18 @@ def declared_methods(folder: Path = METHOD_FOLDER) -> dict[str, MethodDeclaratio
 
 
 def value_problem(value: Any, annotation: str | None) -> str | None:
-    """Why ``value`` (as YAML gives it) does not fit ``annotation``; None when it fits or when the
-    annotation is not one this reader checks."""
-    if annotation is None:
+    """Why ``value`` (as YAML gives it) does not fit ``annotation`` (its type, then its declared range);
+    None when it fits or when the annotation is not one this reader checks."""
+    base, option = range_in_source(annotation)
+    if base is None:
         return None
     try:
-        fits = _fits(value, ast.parse(annotation, mode="eval").body)
+        fits = _fits(value, ast.parse(base, mode="eval").body)
     except _Unreadable:
-        return None
-    return None if fits else f"{value!r} is not {annotation}"
+        fits = True
+    if not fits:
+        return f"{value!r} is not {base}"
+    return number_problem(value, option) if option is not None else None
 
 
 class _Unreadable(Exception):

@@ -6,11 +6,27 @@ import math
 from pathlib import Path
 
 from dssl.config.checker import Checker, section_validator
+from dssl.config.ranges import declared_options
 from dssl.config.methods import declared_methods, value_problem  # torch-free: read from the method modules
+from dssl.config.options import (
+    CentralSchedule,
+    DatasetOptions,
+    DecLSchedule,
+    FLSchedule,
+    GraphOptions,
+    ImprovedGraphOptions,
+    OptimizerRecipe,
+    PartitionOptions,
+    PretrainOptions,
+    TheoryImprovementOptions,
+    TheoryOptions,
+    keys_of,
+)
 from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
 from dssl.data.layouts import LayoutProblem, detect_layout, layout_help  # standard library only
 from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
 from dssl.evaluation.registry import FAMILIES, OVERRIDE_KEYS, override_names, resolve_overrides
+from dssl.registry import UnknownNameError, entry_options
 from dssl.topology.graphs import TOPOLOGIES, check_request
 from dssl.topology.mixing import MIXING, ORDERS
 from dssl.training.options import STEP_KEYS, step_problems  # torch-free
@@ -74,10 +90,8 @@ def check_datasets(c: Checker) -> None:
         if "test_fraction" in spec:
             optional = DATASET_FACTS[name].get("optional_test", False)
             c.number(spec, "test_fraction", path, low=0, high=0.9, low_open=not optional)
-        if "image_size" in spec:
-            c.number(spec, "image_size", path, integer=True, low=8)
-        for key, low in (("composites_per_digit", 1), ("seed", 0)):  # digits_on_photos' own keys
-            c.number(spec, key, path, integer=True, low=low, required=False)
+        for key in ("image_size", "composites_per_digit", "seed", "split_seed"):
+            c.declared(spec, key, path, DatasetOptions)
         if "verify_md5" in spec and not isinstance(spec["verify_md5"], bool):
             c.add(f"{path}.verify_md5", f"must be true or false, got {spec['verify_md5']!r}")
         if DATASET_FACTS[name]["needs_root"]:
@@ -119,23 +133,24 @@ def check_partitions(c: Checker) -> None:
         if scheme is not None:
             c.unknown_keys(spec, COMMON_PARTITION_KEYS | PARTITION_SCHEME_KEYS[scheme], path)
         dataset = c.name_of(spec, "dataset", datasets, path, "datasets")
-        clients = c.number(spec, "clients", path, integer=True, low=1, hint="number of clients, >= 1")
-        c.number(spec, "seed", path, integer=True, low=0)
+        clients = c.declared(spec, "clients", path, PartitionOptions, required=True)
+        c.declared(spec, "seed", path, PartitionOptions, required=True)
         if dataset in DATASET_FACTS and clients is not None:
             size = dataset_train_size(dataset, datasets.get(dataset) or {})
             if size is not None and clients > size:
                 c.add(f"{path}.clients", f"{clients} clients but {dataset} has only {size} training samples",
                       "use fewer clients")
         if scheme in ("dirichlet_balanced", "dirichlet_min_size"):
-            c.number(spec, "alpha", path, low=0, low_open=True, hint="Dirichlet concentration > 0; 1e5 ~ IID")
-        if scheme == "dirichlet_balanced" and "sinkhorn_iters" in spec:
-            c.number(spec, "sinkhorn_iters", path, integer=True, low=1)
+            c.declared(spec, "alpha", path, PartitionOptions, required=True,
+                       hint="Dirichlet concentration > 0; 1e5 ~ IID")
+        if scheme == "dirichlet_balanced":
+            c.declared(spec, "sinkhorn_iters", path, PartitionOptions)
         if scheme == "dirichlet_balanced" and "rounding" in spec:
             from dssl.data.partition import ROUNDINGS
 
             c.choice(spec, "rounding", ROUNDINGS, path)
-        if scheme == "dirichlet_min_size" and "min_size" in spec:
-            c.number(spec, "min_size", path, integer=True, low=1)
+        if scheme == "dirichlet_min_size":
+            c.declared(spec, "min_size", path, PartitionOptions)
         if scheme == "k_classes":
             _check_k_classes(c, spec, path, dataset)
         if scheme == "feature" and "augment" in spec:
@@ -151,7 +166,7 @@ def _check_augment(c: Checker, augment: object, path: str) -> None:
 
 
 def _check_k_classes(c: Checker, spec: dict, path: str, dataset: str | None) -> None:
-    per_client = c.number(spec, "classes_per_client", path, integer=True, low=1)
+    per_client = c.declared(spec, "classes_per_client", path, PartitionOptions, required=True)
     if per_client is not None and dataset in DATASET_FACTS:
         num_classes = DATASET_FACTS[dataset]["num_classes"]
         if per_client > num_classes:
@@ -165,7 +180,7 @@ def check_graphs(c: Checker) -> None:
         c.unknown_keys(spec, GRAPH_KEYS, path)
         partition = c.name_of(spec, "partition", partitions, path, "partitions")
         topology = c.choice(spec, "topology", TOPOLOGIES, path)
-        c.number(spec, "seed", path, integer=True, low=0)
+        c.declared(spec, "seed", path, GraphOptions, required=True)
         if topology is None or partition is None:
             continue
         clients = (partitions[partition] or {}).get("clients")
@@ -176,7 +191,8 @@ def check_graphs(c: Checker) -> None:
                 c.add(f"{path}.connectivity", f"the complete graph has connectivity N = {clients}",
                       "drop the key or set it to the partition's client count")
             continue
-        connectivity = c.number(spec, "connectivity", path, hint=f"mean |A_i| incl. self, in 2..{clients}")
+        connectivity = c.declared(spec, "connectivity", path, GraphOptions, required=True,
+                                  hint=f"mean |A_i| incl. self, in 2..{clients}")
         if connectivity is not None:
             for message in check_request(topology, clients, connectivity):
                 c.add(f"{path}.connectivity", message, f"partition '{partition}' has N = {clients} clients")
@@ -185,31 +201,39 @@ def check_graphs(c: Checker) -> None:
 # Registry names the training sections may use. Kept here so validation never imports torch; a test
 # keeps each set equal to its registry (dssl.models.BACKBONES, ...). Methods are read from their
 # modules (dssl.config.methods), with their hyper-parameters.
-BACKBONE_NAMES = {"cnn_small", "vit_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit"}
 PROTOCOL_NAMES = set(PROTOCOLS)
 VIT_POOLS = ("token", "avg")   # dssl.models.vit.POOLS: which features a ViT hands to evaluation
 FRAMEWORKS = ("fl", "decl", "central", "local", "random")
-OPTIMIZER_KEYS = {"name", "base_lr", "momentum", "betas", "weight_decay", "exclude_norm_bias_from_decay", "schedule"}
+OPTIMIZER_KEYS = keys_of(OptimizerRecipe)
 OPTIMIZER_NAMES = {"sgd", "adamw", "adam"}
 SCHEDULE_NAMES = {"constant", "cosine"}
 # A strategy entry's ``train`` may also replace the model's optimizer recipe (a baseline trained as its authors did).
 ENTRY_RECIPE_KEY = "optimizer"
 # Training and evaluation seeds come from the top-level 'seeds' list (one run per seed), not these.
 # Every training section also takes the step options (STEP_KEYS: device, precision, channels_last, compile).
-FL_TRAIN_KEYS = {"rounds", "clients_per_round", "local_epochs", "batch_size"}
-DECL_TRAIN_KEYS = {"rounds", "local_epochs", "batch_size"}
+FL_TRAIN_KEYS = keys_of(FLSchedule)
+DECL_TRAIN_KEYS = keys_of(DecLSchedule)
 GRID_PLACES = {"fl": ("partitions", "partitions"), "decl": ("graphs", "graphs' or 'improved_graphs")}
 # keys of a DecL strategy entry that configure the round itself, beside the strategy's own options
 DECL_ROUND_KEYS = {"mixing", "order"}
 TRAIN_KEYS = {"fl": FL_TRAIN_KEYS, "decl": DECL_TRAIN_KEYS}
-CENTRAL_TRAIN_KEYS = {"epochs", "batch_size"}
+CENTRAL_TRAIN_KEYS = keys_of(CentralSchedule)
+SCHEDULES = {"fl": FLSchedule, "decl": DecLSchedule, "central": CentralSchedule, "local": CentralSchedule}
 
 
 def backbone_family(backbone: str) -> str:
-    """'vit' or 'cnn' (``FAMILIES``): selects the optimizer recipe (paper A trains ViTs with AdamW, CNNs
-    with SGD) and an evaluation protocol's ``per_family`` overrides."""
-    cnn, vit = FAMILIES
-    return vit if "vit" in backbone else cnn
+    """'vit' or 'cnn' (``FAMILIES``), as the backbone's registration declares it: selects the optimizer
+    recipe (paper A trains ViTs with AdamW, CNNs with SGD) and an evaluation protocol's ``per_family``
+    overrides. An unknown name raises ``UnknownNameError``."""
+    families = backbone_families()
+    if backbone not in families:
+        raise UnknownNameError(f"unknown backbone {backbone!r}; known: {', '.join(sorted(families))}")
+    return families[backbone]
+
+
+def backbone_families() -> dict[str, str]:
+    """Every backbone name -> its family, read from the ``@register_backbone`` declarations (torch-free)."""
+    return {name: str(options["family"]) for name, options in entry_options("backbone").items()}
 
 
 @section_validator
@@ -217,7 +241,7 @@ def check_models(c: Checker) -> None:
     for name, path, spec in c.entries("models"):
         c.unknown_keys(spec, {"method", "backbone", "hparams"}, path)
         method = c.choice(spec, "method", declared_methods(), path)
-        c.choice(spec, "backbone", BACKBONE_NAMES, path)
+        c.choice(spec, "backbone", set(backbone_families()), path)
         hparams = c.mapping(spec["hparams"], f"{path}.hparams") if "hparams" in spec else None
         if method is not None and hparams:
             _check_method_hparams(c, declared_methods()[method], hparams, f"{path}.hparams")
@@ -256,21 +280,21 @@ def _check_optimizer(c: Checker, spec: object, path: str) -> None:
     if spec is not None:
         c.unknown_keys(spec, OPTIMIZER_KEYS, path)
         c.choice(spec, "name", OPTIMIZER_NAMES, path)
-        c.number(spec, "base_lr", path, low=0, low_open=True)
+        for key in ("base_lr", "momentum", "betas", "weight_decay"):
+            c.declared(spec, key, path, OptimizerRecipe, required=key == "base_lr")
         if "schedule" in spec:
             c.choice(spec, "schedule", SCHEDULE_NAMES, path)
 
 
-def _train_numbers(c: Checker, train: dict, path: str, keys: tuple[str, ...]) -> None:
-    for key in keys:
-        c.number(train, key, path, integer=True, low=1)
-
-
-def _check_train(c: Checker, train: dict, keys: set[str], path: str, required: tuple[str, ...] | None = None) -> None:
-    """A training section: its schedule ``keys`` (integers >= 1; ``required``, default all of them) and the
-    step options, one problem per bad value."""
-    c.unknown_keys(train, keys | set(STEP_KEYS), path)
-    _train_numbers(c, train, path, tuple(sorted(keys)) if required is None else required)
+def _check_train(c: Checker, train: dict, schedules: tuple[type, ...], path: str, extra: frozenset[str] = frozenset(),
+                 required: bool = True) -> None:
+    """A training section: the keys of its ``schedules`` (``dssl.config.options``: each value an integer in
+    its declared range; all present where ``required``), ``extra`` keys, and the step options, one problem
+    per bad value."""
+    declared = {key: schedule for schedule in reversed(schedules) for key in keys_of(schedule)}
+    c.unknown_keys(train, set(declared) | extra | set(STEP_KEYS), path)
+    for key in sorted(declared):
+        c.declared(train, key, path, declared[key], required=required)
     _check_steps(c, train, path)
 
 
@@ -286,7 +310,7 @@ def check_pretrain(c: Checker) -> None:
         return
     c.unknown_keys(pretrain, {"dataset", "image_size", "optimizers", "fl", "decl", "central", "local"}, "pretrain")
     c.name_of(pretrain, "dataset", c.params.get("datasets") or {}, "pretrain", "datasets")
-    c.number(pretrain, "image_size", "pretrain", integer=True, low=8)
+    c.declared(pretrain, "image_size", "pretrain", PretrainOptions, required=True)
     _check_decoded_size(c, pretrain)
     optimizers = c.mapping(pretrain.get("optimizers", {}), "pretrain.optimizers") or {}
     for family in ("cnn", "vit"):
@@ -313,7 +337,7 @@ def _check_local(c: Checker, pretrain: dict, models: dict) -> None:
     c.unknown_keys(entry, {"train", "clients", "grids"}, path)
     train = c.mapping(entry.get("train"), f"{path}.train")
     if train is not None:
-        _check_train(c, train, CENTRAL_TRAIN_KEYS, f"{path}.train")
+        _check_train(c, train, (SCHEDULES["local"],), f"{path}.train")
     partitions = c.params.get("partitions") or {}
     for name, chosen in (c.mapping(entry.get("clients", {}), f"{path}.clients") or {}).items():
         where = f"{path}.clients.{name}"
@@ -361,14 +385,14 @@ def _check_framework(c: Checker, pretrain: dict, framework: str, models: dict) -
         c.unknown_keys(entry, {"models", "train"}, path)
         _name_list(c, entry, "models", models, path, "models")
         if train is not None:
-            _check_train(c, train, CENTRAL_TRAIN_KEYS, f"{path}.train")
+            _check_train(c, train, (SCHEDULES["central"],), f"{path}.train")
         return
     c.unknown_keys(entry, {"grids", "train"}, path)
     grids = c.mapping(entry.get("grids"), f"{path}.grids") or {}
     for name, grid in grids.items():
         _check_grid(c, pretrain, framework, models, c.mapping(grid, f"{path}.grids.{name}"), f"{path}.grids.{name}")
     if train is not None:
-        _check_train(c, train, FL_TRAIN_KEYS if framework == "fl" else DECL_TRAIN_KEYS, f"{path}.train")
+        _check_train(c, train, (SCHEDULES[framework],), f"{path}.train")
     if framework == "fl" and train is not None:
         _check_clients_per_round(c, train, grids)
 
@@ -434,10 +458,15 @@ def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
     if name is None:
         return
     c.unknown_keys(spec, {"name", "train", *strategies[name].options, *DECL_ROUND_KEYS}, path)
+    for option in strategies[name].options:
+        problem = strategies[name].value_problem(option, spec[option]) if option in spec else None
+        if problem:
+            default = dict(strategies[name].defaults).get(option)
+            c.add(f"{path}.{option}", problem, f"strategy {name!r} default: {default!r}")
     if "train" in spec:
         train = c.mapping(spec["train"], f"{path}.train") or {}
-        schedule = FL_TRAIN_KEYS | DECL_TRAIN_KEYS
-        _check_train(c, train, schedule | {ENTRY_RECIPE_KEY}, f"{path}.train", tuple(sorted(set(train) & schedule)))
+        _check_train(c, train, (SCHEDULES["fl"], SCHEDULES["decl"]), f"{path}.train", frozenset({ENTRY_RECIPE_KEY}),
+                     required=False)
         if ENTRY_RECIPE_KEY in train:
             _check_optimizer(c, train[ENTRY_RECIPE_KEY], f"{path}.train.{ENTRY_RECIPE_KEY}")
     if "mixing" in spec:
@@ -492,28 +521,66 @@ def check_evaluate(c: Checker) -> None:
     if not evaluate:
         return
     path = "evaluate"
-    c.unknown_keys(evaluate, {"datasets", "random_backbones", "protocols", "vit_pool", *PROTOCOL_NAMES}, path)
+    c.unknown_keys(evaluate, {"datasets", "random_backbones", "protocols", "grids", "vit_pool", "reestimate_batchnorm",
+                              *PROTOCOL_NAMES}, path)
     if "vit_pool" in evaluate:
         c.choice(evaluate, "vit_pool", VIT_POOLS, path)
+    if not isinstance(evaluate.get("reestimate_batchnorm", False), bool):
+        c.add(f"{path}.reestimate_batchnorm", f"must be true or false, got {evaluate['reestimate_batchnorm']!r}",
+              "true: re-estimate a pretrained encoder's BatchNorm statistics before evaluating it (not in paper A)")
     datasets = c.params.get("datasets") or {}
-    for name in _name_list(c, evaluate, "datasets", datasets, path, "datasets"):
-        if name in DATASET_FACTS and not has_test_split(name, datasets.get(name) or {}, c.root):
-            c.add(f"{path}.datasets", f"{name} has no test split: every image pretrains (test_fraction 0)",
-                  f"set datasets.{name}.test_fraction (e.g. 0.2) to carve one, or evaluate on another dataset")
+    _downstream_datasets(c, evaluate, path, datasets)
     if "random_backbones" in evaluate:
-        _name_list(c, evaluate, "random_backbones", BACKBONE_NAMES, path, "backbones")
+        _name_list(c, evaluate, "random_backbones", set(backbone_families()), path, "backbones")
     protocols = c.mapping(evaluate.get("protocols"), f"{path}.protocols") or {}
     c.unknown_keys(protocols, FRAMEWORKS, f"{path}.protocols")
     for framework in protocols:
         if framework in FRAMEWORKS and protocols[framework] != []:   # [] = that framework is not evaluated
             _name_list(c, protocols, framework, PROTOCOL_NAMES, f"{path}.protocols", "protocols")
-    used = {name for names in protocols.values() if isinstance(names, list) for name in names}
+    _check_evaluation_grids(c, evaluate, path, datasets)
+    from dssl.config.evaluation_plan import evaluated_protocols
+
+    used = set(evaluated_protocols(c.params))
     for protocol in PROTOCOLS:  # registry order: problems come out in a stable order
         if protocol in evaluate:
             _check_protocol_config(c, evaluate[protocol], protocol, f"{path}.{protocol}")
         elif protocol in used:  # the evaluate stage reads evaluate.<protocol>
             c.add(f"{path}.{protocol}", "missing: the protocol is listed in evaluate.protocols",
                   f"settable keys: {', '.join(sorted(PROTOCOLS[protocol].keys))}")
+
+
+def _downstream_datasets(c: Checker, entry: dict, path: str, datasets: dict) -> None:
+    """``<path>.datasets``: defined datasets that have a test split to score on."""
+    for name in _name_list(c, entry, "datasets", datasets, path, "datasets"):
+        if name in DATASET_FACTS and not has_test_split(name, datasets.get(name) or {}, c.root):
+            c.add(f"{path}.datasets", f"{name} has no test split: every image pretrains (test_fraction 0)",
+                  f"set datasets.{name}.test_fraction (e.g. 0.2) to carve one, or evaluate on another dataset")
+
+
+def _check_evaluation_grids(c: Checker, evaluate: dict, path: str, datasets: dict) -> None:
+    """``evaluate.grids.<grid>``: what the table of a pretraining grid reads of its cells (``datasets``,
+    ``protocols``; each defaults to the framework's), the grid named in ``pretrain.<fl|decl|local>.grids``."""
+    from dssl.config.evaluation_plan import EVALUATION_KEYS
+    from dssl.config.grids import named_grids
+
+    grids = c.mapping(evaluate.get("grids", {}), f"{path}.grids") or {}
+    known = {name for framework in ("fl", "decl", "local") for name in named_grids(c.params, framework)}
+    for name, entry in grids.items():
+        where = f"{path}.grids.{name}"
+        if name not in known:
+            c.add(where, "is not a grid of pretrain.fl, pretrain.decl or pretrain.local",
+                  f"one of: {', '.join(sorted(known)) or '(none)'}")
+            continue
+        entry = c.mapping(entry, where)
+        if entry is None:
+            continue
+        c.unknown_keys(entry, EVALUATION_KEYS, where)
+        if not entry:
+            c.add(where, "names neither datasets nor protocols", "give datasets: [...] and/or protocols: [...]")
+        if "datasets" in entry:
+            _downstream_datasets(c, entry, where, datasets)
+        if "protocols" in entry:
+            _name_list(c, entry, "protocols", PROTOCOL_NAMES, where, "protocols")
 
 
 def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) -> None:
@@ -527,12 +594,15 @@ def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) 
     c.unknown_keys(spec, keys | set(OVERRIDE_KEYS), path)
     c.number(spec, "val_fraction", path, low=0, high=0.5, low_open=True)
     _check_steps(c, spec, path)
-    datasets = [d for d in (c.params.get("evaluate") or {}).get("datasets") or [] if isinstance(d, str)]
+    from dssl.config.evaluation_plan import evaluated_datasets
+
+    datasets = [d for d in evaluated_datasets(c.params) if isinstance(d, str)]
     for table, names in (("per_family", FAMILIES), ("per_dataset", datasets)):
         for name, override in (c.mapping(spec.get(table, {}), f"{path}.{table}") or {}).items():
             where = f"{path}.{table}.{name}"
             if name not in names:
-                kind = "backbone family" if table == "per_family" else "dataset of evaluate.datasets"
+                kind = ("backbone family" if table == "per_family"
+                        else "dataset an evaluation reads (evaluate.datasets, evaluate.grids)")
                 c.add(where, f"{name!r} is not a {kind}",
                       f"one of: {', '.join(names) or '(none)'}")
             elif c.mapping(override, where) is not None:
@@ -574,6 +644,8 @@ def _check_shared_cells(c: Checker, framework: str) -> None:
     """A cell runs one list of seeds: every grid listing it must give it the same one."""
     from dssl.config.grids import all_grid_seed_keys, seeds_at
 
+    if not _seed_lists_valid(c.params):
+        return   # reported where the list is
     try:
         lists = {cell: {key: seeds_at(c.params, key) for key in keys}
                  for cell, keys in all_grid_seed_keys(c.params, framework).items()}
@@ -598,9 +670,9 @@ def check_improved_graphs(c: Checker) -> None:
             c.add(path, "the name is also used in 'graphs'", "give the improved graph its own name")
         c.unknown_keys(spec, {"base", "edges", "criterion", "seed"}, path)
         c.name_of(spec, "base", graphs, path, "graphs")
-        c.number(spec, "edges", path, integer=True, low=0)
+        c.declared(spec, "edges", path, ImprovedGraphOptions, required=True)
         c.choice(spec, "criterion", IMPROVE_CRITERIA_NAMES, path)
-        c.number(spec, "seed", path, integer=True, low=0)
+        c.declared(spec, "seed", path, ImprovedGraphOptions, required=True)
         if spec.get("criterion") == "sensitivity" and not c.params.get("theory"):
             c.add(f"{path}.criterion", "the 'sensitivity' criterion needs a 'theory' section (the model)")
 
@@ -613,11 +685,14 @@ def check_report(c: Checker) -> None:
     if not report:
         return
     c.unknown_keys(report, {"dataset", "sections", "verdicts_elsewhere"}, "report")
-    c.name_of(report, "dataset", (c.params.get("evaluate") or {}).get("datasets") or [], "report", "evaluate.datasets")
+    from dssl.config.evaluation_plan import evaluated_datasets
+
+    evaluated = evaluated_datasets(c.params)
+    c.name_of(report, "dataset", evaluated, "report", "evaluate.datasets or evaluate.grids")
     sections = c.mapping(report.get("sections", {}), "report.sections")
     for name, options in (sections or {}).items():
-        if options is not None:
-            c.mapping(options, f"report.sections.{name}")
+        if options is not None and c.mapping(options, f"report.sections.{name}") is not None:
+            _check_section_datasets(c, options, f"report.sections.{name}", evaluated)
     elsewhere = (c.mapping(report["verdicts_elsewhere"], "report.verdicts_elsewhere")
                  if "verdicts_elsewhere" in report else None)
     for label, folder in (elsewhere or {}).items():
@@ -629,12 +704,32 @@ def check_report(c: Checker) -> None:
                   f"record a finished run's verdicts there: `dssl verdicts export --label {label}`")
 
 
+def _check_section_datasets(c: Checker, options: dict, path: str, evaluated: list[str]) -> None:
+    """A section's ``dataset`` and its columns' (``columns.<label>.dataset``) must be datasets some evaluation
+    stage reads, or the section's cells would be empty after the run."""
+    named = [(f"{path}.dataset", options.get("dataset"))] if options.get("dataset") is not None else []
+    columns = options.get("columns")
+    if isinstance(columns, dict):
+        named += [(f"{path}.columns.{label}.dataset", spec.get("dataset")) for label, spec in columns.items()
+                  if isinstance(spec, dict) and spec.get("dataset") is not None]
+    for where, dataset in named:
+        if dataset not in evaluated:
+            c.add(where, f"{dataset!r} is not evaluated on", f"one of evaluate.datasets or evaluate.grids: "
+                                                            f"{', '.join(evaluated) or '(none)'}")
+
+
 @section_validator
 def check_theory(c: Checker) -> None:
     """Graphs against the partitions; the model options are checked by ``pipeline.validate``."""
     theory = c.section("theory", required=False)
     if not theory:
         return
+    for key in keys_of(TheoryOptions):
+        c.declared(theory, key, "theory", TheoryOptions)
+    improvement = theory.get("improvement")
+    if isinstance(improvement, dict):
+        for key in keys_of(TheoryImprovementOptions):
+            c.declared(improvement, key, "theory.improvement", TheoryImprovementOptions)
     graphs = c.params.get("graphs") or {}
     partitions = c.params.get("partitions") or {}
     names = _name_list(c, theory, "graphs", graphs, "theory", "graphs")
@@ -676,6 +771,11 @@ def _check_feature_seed(c: Checker, seed: object) -> None:
     """Fig. 3 shows one seed's models: every FL cell it embeds and its stand-alone cell train that seed."""
     from dssl.config.grids import cell_seeds, feature_cells
 
+    if not _is_index(seed):
+        c.add("features.seed", f"must be an integer >= 0, got {seed!r}", "one of the seeds the FL cells train")
+        return
+    if not _seed_lists_valid(c.params):
+        return   # reported where the list is
     try:
         cells = [(("fl", cell), ("local", cell[:2])) for cell in feature_cells(c.params)]
         trained = {" / ".join(cell): cell_seeds(c.params, framework, cell)
@@ -733,6 +833,8 @@ def _check_local_and_global(c: Checker, path: str, table: str) -> None:
 def _shares_seeds(c: Checker, cell: tuple) -> bool:
     from dssl.config.grids import shared_seeds
 
+    if not _seed_lists_valid(c.params):
+        return True   # reported where the list is
     try:
         return bool(shared_seeds(c.params, cell))
     except (AttributeError, KeyError, TypeError, ValueError):   # malformed seeds: reported by their checks
@@ -753,8 +855,67 @@ def _is_index(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _is_seed_list(value: object) -> bool:
+    """Whether a seeds value is what ``_check_seed_list`` accepts (so a later check may read it)."""
+    return (isinstance(value, list) and bool(value) and all(_is_index(seed) for seed in value)
+            and len(set(value)) == len(value))
+
+
+def _seed_lists_valid(params: dict) -> bool:
+    """Whether the top-level ``seeds`` and every grid's own are valid: the checks that compare the seeds of
+    cells run only then, so that one bad list is one problem line, at its own key path."""
+    grids = [grid for framework in ("fl", "decl", "local")
+             for grid in ((((params.get("pretrain") or {}).get(framework) or {}).get("grids")) or {}).values()
+             if isinstance(grid, dict) and "seeds" in grid]
+    return _is_seed_list(params.get("seeds")) and all(_is_seed_list(grid["seeds"]) for grid in grids)
+
+
+# checkpoint.every_seconds above a day: a hard kill would lose more than a cluster job's usual time limit
+MAX_CHECKPOINT_SECONDS = 86400
+
+
+@section_validator
+def check_checkpoint(c: Checker) -> None:
+    """How often training and evaluation checkpoint (``dssl.training.preemption.CheckpointInterval``);
+    optional: without it, after a round once a minute has passed."""
+    section = c.section("checkpoint", required=False)
+    if not section:
+        return
+    c.unknown_keys(section, {"every_rounds", "every_seconds"}, "checkpoint")
+    c.number(section, "every_rounds", "checkpoint", integer=True, low=1, high=100000, required=False,
+             hint="pretraining checkpoints after every N-th round (1: every round)")
+    c.number(section, "every_seconds", "checkpoint", low=0, high=MAX_CHECKPOINT_SECONDS, required=False,
+             hint="the least seconds between two routine checkpoints (0: none skipped); a hard kill loses "
+                  "at most this much and one round or epoch")
+
+
+@section_validator
+def check_protocol_ranges(c: Checker) -> None:
+    """The numbers of ``evaluate.<protocol>`` and of its ``per_family`` / ``per_dataset`` overrides, each
+    against the range its protocol's config class declares (``dssl.evaluation.configs``), at its key path."""
+    evaluate = c.params.get("evaluate")
+    for protocol in PROTOCOLS if isinstance(evaluate, dict) else ():
+        spec = evaluate.get(protocol)
+        if not isinstance(spec, dict):
+            continue
+        entries = [(f"evaluate.{protocol}", spec)]
+        for table in OVERRIDE_KEYS:
+            overrides = spec.get(table)
+            entries += [(f"evaluate.{protocol}.{table}.{name}", override)
+                        for name, override in (overrides.items() if isinstance(overrides, dict) else ())
+                        if isinstance(override, dict)]
+        config = PROTOCOLS[protocol].config_class
+        settable = set(declared_options(config)) & PROTOCOLS[protocol].keys
+        reported = {problem.path for problem in c.problems}
+        for path, entry in entries:
+            for key in sorted(settable & set(entry)):
+                if f"{path}.{key}" not in reported:
+                    c.declared(entry, key, path, config)
+
+
 KNOWN_SECTIONS = {"profile", "seeds", "datasets", "partitions", "graphs", "improved_graphs", "models", "strategies",
-                  "pretrain", "evaluate", "report", "theory", "weight_distance", "features"}
+                  "pretrain", "evaluate", "report", "theory", "weight_distance", "features",
+                  "checkpoint"}
 
 
 @section_validator

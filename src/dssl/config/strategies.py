@@ -7,8 +7,9 @@ closure of its entry module: importing the registry would make every stage depen
 code. So the validator reads the same declarations statically: each ``@register_strategy("name")``
 class of ``dssl/federation/strategies/*.py``, its ``frameworks`` and the keyword arguments of its
 ``__init__``, following ``**kwargs`` to its base class (as ``Strategy.option_names`` does at run time).
-A test keeps this reading equal to the imported registry. The option *values* are checked when the
-strategy is built, before training starts.
+A test keeps this reading equal to the imported registry. An option's value is checked against its
+annotation, type and declared range (``gamma_max: Annotated[float, Range(0.0)]``, ``dssl.config.ranges``);
+what depends on several options together is checked when the strategy is built, before training starts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import ast
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from dssl.config.methods import value_problem
 
 STRATEGY_FOLDER = Path(__file__).resolve().parents[1] / "federation" / "strategies"
 DEFAULT_FRAMEWORKS = ("fl", "decl")
@@ -28,6 +31,11 @@ class StrategyDeclaration:
     options: tuple[str, ...]
     frameworks: tuple[str, ...]
     defaults: tuple[tuple[str, object], ...] = ()   # (option, default) where the default is a literal
+    annotations: tuple[tuple[str, str], ...] = ()   # (option, annotation source text) where annotated
+
+    def value_problem(self, option: str, value: object) -> str | None:
+        """Why ``value`` does not fit the option's annotation (type and declared range); None when it fits."""
+        return value_problem(value, dict(self.annotations).get(option))
 
     def resolved(self, entry: dict) -> dict[str, object]:
         """The options a params entry runs with: its own values over the declared defaults."""
@@ -42,6 +50,7 @@ class _ClassFacts:
     passes_kwargs: bool
     frameworks: tuple[str, ...] | None
     defaults: tuple[tuple[str, object], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
 
 
 def _registered_name(node: ast.ClassDef) -> str | None:
@@ -54,19 +63,21 @@ def _registered_name(node: ast.ClassDef) -> str | None:
 
 
 def _class_facts(node: ast.ClassDef) -> _ClassFacts:
-    init_options, passes_kwargs, frameworks, defaults = None, False, None, ()
+    init_options, passes_kwargs, frameworks, defaults, annotations = None, False, None, (), ()
     for item in node.body:
         if isinstance(item, ast.FunctionDef) and item.name == "__init__":
             arguments = item.args
-            init_options = tuple(a.arg for a in [*arguments.posonlyargs, *arguments.args][1:] + arguments.kwonlyargs)
+            named = [*arguments.posonlyargs, *arguments.args][1:] + arguments.kwonlyargs
+            init_options = tuple(a.arg for a in named)
             passes_kwargs = arguments.kwarg is not None
             defaults = _literal_defaults(arguments)
+            annotations = tuple((a.arg, ast.unparse(a.annotation)) for a in named if a.annotation is not None)
         targets = (item.targets if isinstance(item, ast.Assign)
                    else [item.target] if isinstance(item, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == "frameworks" for t in targets) and item.value is not None:
             frameworks = tuple(ast.literal_eval(item.value))
     base = next((b.id for b in node.bases if isinstance(b, ast.Name)), None)
-    return _ClassFacts(_registered_name(node), base, init_options, passes_kwargs, frameworks, defaults)
+    return _ClassFacts(_registered_name(node), base, init_options, passes_kwargs, frameworks, defaults, annotations)
 
 
 def _literal_defaults(arguments: ast.arguments) -> tuple[tuple[str, object], ...]:
@@ -86,17 +97,20 @@ def _literal_defaults(arguments: ast.arguments) -> tuple[tuple[str, object], ...
 def _resolve(name: str, classes: dict[str, _ClassFacts]) -> StrategyDeclaration:
     options: list[str] = []
     defaults: dict[str, object] = {}
+    annotations: dict[str, str] = {}
     frameworks, current, following = None, classes[name], True
     while current is not None:
         if following and current.init_options is not None:
             options += [o for o in current.init_options if o not in options]
             defaults = {**dict(current.defaults), **defaults}   # a subclass's default wins
+            annotations = {**dict(current.annotations), **annotations}
             following = current.passes_kwargs
         frameworks = frameworks or current.frameworks
         current = classes.get(current.base) if current.base else None
     registered = classes[name].registered_as
     return StrategyDeclaration(str(registered), tuple(options), frameworks or DEFAULT_FRAMEWORKS,
-                               tuple((k, v) for k, v in defaults.items() if k in options))
+                               tuple((k, v) for k, v in defaults.items() if k in options),
+                               tuple((k, v) for k, v in annotations.items() if k in options))
 
 
 @lru_cache(maxsize=4)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping, TypeVar
+from typing import Annotated, Any, Mapping, TypeVar
 
+from dssl.config.ranges import Range
 from dssl.training.options import StepOptions, step_problems
 
 OPTIMIZERS = ("adamw", "sgd")
@@ -68,13 +69,13 @@ class StepConfig:
 
 @dataclass(frozen=True)
 class LinearProbeConfig(StepConfig):
-    val_fraction: float = 0.1
-    lr_grid: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
-    weight_decay_grid: tuple[float, ...] = (0.0, 1e-4)
-    epochs: int = 100
-    batch_size: int = 256
-    eval_every: int = 5
-    feature_batch_size: int = 256
+    val_fraction: Annotated[float, Range(0.0, 1.0, low_open=True, high_open=True)] = 0.1
+    lr_grid: Annotated[tuple[float, ...], Range(0.0, 100.0, low_open=True)] = (1e-3, 3e-3, 1e-2)
+    weight_decay_grid: Annotated[tuple[float, ...], Range(0.0, 10.0)] = (0.0, 1e-4)
+    epochs: Annotated[int, Range(1, 100_000)] = 100
+    batch_size: Annotated[int, Range(1, 65_536)] = 256
+    eval_every: Annotated[int, Range(1, 100_000)] = 5
+    feature_batch_size: Annotated[int, Range(1, 65_536)] = 256
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -91,8 +92,8 @@ class FewShotConfig(LinearProbeConfig):
     encoder is ~2.7 pp at 10 %, more than the pretraining gain, while the encoder's pretraining seed
     adds almost none (docs/evidence.md); averaging R draws divides that part by sqrt(R)."""
 
-    label_fraction: float = 0.1
-    draws: int = 1
+    label_fraction: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.1
+    draws: Annotated[int, Range(1, 10_000)] = 1
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -106,11 +107,11 @@ class FewShotConfig(LinearProbeConfig):
 class KnnConfig(StepConfig):
     """Weighted kNN on L2-normalised features; defaults of the InstDisc / DINO kNN monitor."""
 
-    val_fraction: float = 0.1
-    k: int = 20
-    temperature: float = 0.07
-    feature_batch_size: int = 256
-    query_batch_size: int = 256
+    val_fraction: Annotated[float, Range(0.0, 1.0, low_open=True, high_open=True)] = 0.1
+    k: Annotated[int, Range(1, 100_000)] = 20
+    temperature: Annotated[float, Range(0.0, low_open=True)] = 0.07
+    feature_batch_size: Annotated[int, Range(1, 65_536)] = 256
+    query_batch_size: Annotated[int, Range(1, 65_536)] = 256
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -139,33 +140,33 @@ class FineTuneConfig(StepConfig):
     (Beta alphas; 0: off) with ``mixup_prob`` and ``mixup_switch_prob``, ``label_smoothing``.
     """
 
-    val_fraction: float = 0.1
-    lr_grid: tuple[float, ...] = (1e-3, 3e-4)
-    lr_reference_batch: int = 0          # 0: lr_grid values are absolute learning rates
+    val_fraction: Annotated[float, Range(0.0, 1.0, low_open=True, high_open=True)] = 0.1
+    lr_grid: Annotated[tuple[float, ...], Range(0.0, 100.0, low_open=True)] = (1e-3, 3e-4)
+    lr_reference_batch: Annotated[int, Range(0, 65_536)] = 0          # 0: lr_grid values are absolute learning rates
     optimizer: str = "adamw"
-    weight_decay: float = 0.05
+    weight_decay: Annotated[float, Range(0.0, 10.0)] = 0.05
     exclude_norm_bias_from_decay: bool = False
-    momentum: float = 0.9
-    epochs: int = 20
-    warmup_epochs: int = 0
+    momentum: Annotated[float, Range(0.0, 1.0, high_open=True)] = 0.9
+    epochs: Annotated[int, Range(1, 100_000)] = 20
+    warmup_epochs: Annotated[int, Range(0, 100_000)] = 0
     schedule: str = "cosine"
-    min_lr: float = 0.0
-    layer_decay: float = 1.0
-    batch_size: int = 64
-    eval_every: int = 1
+    min_lr: Annotated[float, Range(0.0)] = 0.0
+    layer_decay: Annotated[float, Range(0.0, 1.0, low_open=True)] = 1.0
+    batch_size: Annotated[int, Range(1, 65_536)] = 64
+    eval_every: Annotated[int, Range(1, 100_000)] = 1
     pool: str = "token"
-    drop_path: float = 0.0
+    drop_path: Annotated[float, Range(0.0, 1.0, high_open=True)] = 0.0
     crop: str = "translate"
-    crop_padding: int = 2
-    crop_scale: tuple[float, float] = (0.08, 1.0)
+    crop_padding: Annotated[int, Range(0, 1024)] = 2
+    crop_scale: Annotated[tuple[float, float], Range(0.0, 1.0, low_open=True)] = (0.08, 1.0)
     hflip: bool = False
     rand_augment: str = ""
-    random_erasing: float = 0.0
-    mixup: float = 0.0
-    cutmix: float = 0.0
-    mixup_prob: float = 1.0
-    mixup_switch_prob: float = 0.5
-    label_smoothing: float = 0.0
+    random_erasing: Annotated[float, Range(0.0, 1.0)] = 0.0
+    mixup: Annotated[float, Range(0.0)] = 0.0
+    cutmix: Annotated[float, Range(0.0)] = 0.0
+    mixup_prob: Annotated[float, Range(0.0, 1.0)] = 1.0
+    mixup_switch_prob: Annotated[float, Range(0.0, 1.0)] = 0.5
+    label_smoothing: Annotated[float, Range(0.0, 1.0, high_open=True)] = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()

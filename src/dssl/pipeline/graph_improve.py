@@ -16,7 +16,7 @@ def run(name: str, params_path: Path | str) -> Path:
     params = stage.params
     from dssl.pipeline.theory import theory_cfg
     from dssl.theory.improve import improve_graph
-    from dssl.theory.sweep import build_theory_model
+    from dssl.theory.improvement_study import build_theory_model
     from dssl.topology.graphs import Graph, load_graph
 
     base, _ = load_graph(graph_file(spec["base"]))

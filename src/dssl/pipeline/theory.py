@@ -61,7 +61,10 @@ def run(params_path: Path | str) -> Path:
     stage = Stage("theory", "", params_path)
     params = stage.params
     from dssl.theory.figures import plot_improvement, plot_sensitivity_vs_connectivity, plot_sensitivity_vs_d
-    from dssl.theory.sweep import claim_checks, resolve_theory_cfg, run_improvement_study, run_theory_sweep, summarise
+    from dssl.theory.improvement_study import run_improvement_study
+    from dssl.theory.options import resolve_theory_cfg
+    from dssl.theory.sweep import run_theory_sweep, summarise
+    from dssl.theory.theorems import claim_checks
 
     cfg = resolve_theory_cfg(theory_cfg(params))
     graphs = theory_graphs(params)

@@ -15,7 +15,7 @@ from pathlib import Path
 from dssl.config.checker import Checker, ParamsError
 from dssl.config.params import load_params, params_root
 from dssl.reporting.sections import check_report_params
-from dssl.theory.sweep import check_theory_params
+from dssl.theory.options import check_theory_params
 
 REGISTRY_CHECKS = (check_report_params, check_theory_params)
 

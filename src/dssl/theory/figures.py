@@ -1,8 +1,8 @@
 """Figures of the numerical theory study (paper A, Theorems 4.4 / 4.6, Corollary 4.5).
 
-Each function takes a DataFrame (from dssl.theory.sweep) and an output path and writes one figure with
-the Agg backend. Output is deterministic for the same data and library versions: fixed style, fixed
-orderings, no timestamps in the file metadata.
+Each function takes a DataFrame (from dssl.theory.sweep or dssl.theory.improvement_study) and an output
+path and writes one figure with the Agg backend. Output is deterministic for the same data and library
+versions: fixed style, fixed orderings, no timestamps in the file metadata.
 """
 
 from __future__ import annotations

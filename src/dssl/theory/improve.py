@@ -8,7 +8,8 @@ broken by a seeded Generator (scores within ``TIE_TOLERANCE`` of the best count 
 eigenvalue noise between machines cannot change the chosen edge):
 
 - ``"sensitivity"``: lower the DecL sensitivity of the linear theory model (Theorem 4.4's s of the
-  minimiser of Eq. (1)'s DecL objective); needs a theory model (``sweep.build_theory_model``);
+  minimiser of Eq. (1)'s DecL objective); needs a theory model
+  (``improvement_study.build_theory_model``);
 - ``"algebraic_connectivity"``: raise lambda_2 of the graph Laplacian (exact, batched eigvalsh);
 - ``"min_degree"``: raise min_i |A_i|, preferring to join the two least-connected clients;
 - ``"random"``: a uniformly random non-edge (baseline).
@@ -90,7 +91,8 @@ def decl_weights_stack(adjacency: np.ndarray, cands: np.ndarray) -> np.ndarray:
 def score_sensitivity(adjacency: np.ndarray, cands: np.ndarray, ctx: ImproveContext) -> np.ndarray:
     """Minus the DecL sensitivity of the theory model after adding each candidate edge."""
     if ctx.model is None:
-        raise ValueError("criterion 'sensitivity' needs a theory model (model=, from sweep.build_theory_model)")
+        raise ValueError("criterion 'sensitivity' needs a theory model "
+                         "(model=, from improvement_study.build_theory_model)")
     return -ctx.model.batched_sensitivity(decl_weights_stack(adjacency, cands))
 
 

@@ -1,0 +1,146 @@
+"""Valid ranges of numeric options, declared once, where the option is declared.
+
+An option carries its range in its annotation: ``mask_ratio: Annotated[float, Range(0.0, 1.0, high_open=True)]``
+in a method's or a strategy's constructor, ``rounds: Annotated[int, Range(1, 100_000)]`` in a dataclass of
+params options. ``Annotated`` is transparent at run time (the constructor still takes a float), and the
+params validator reads the same declaration: from the syntax tree for constructors, whose modules import
+torch (``range_in_source``), and from the type hints for torch-free dataclasses (``declared_options``).
+The base type says integer or float (``int``: a whole number; ``float``: any finite number; ``| None``:
+``null`` allowed, e.g. "derive it from the backbone"); for a tuple or a list of numbers the range holds
+for every element. Standard library only: it runs in every stage and at Snakemake's parse time.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import types
+import typing
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Annotated, Any, Union, get_args, get_origin
+
+__all__ = ["Range", "NumericOption", "declared_options", "range_in_source", "number_problem"]
+
+
+def _text(bound: float) -> str:
+    return repr(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
+@dataclass(frozen=True)
+class Range:
+    """The closed or open interval a number must lie in; ``None`` leaves that side unbounded."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __post_init__(self) -> None:
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ValueError(f"empty range: low {self.low} > high {self.high}")
+
+    def contains(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return not (self.high is not None and (value >= self.high if self.high_open else value > self.high))
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {_text(self.low)}" if self.low is not None else "any number"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {_text(self.high)}"
+        return (f"{'(' if self.low_open else '['}{_text(self.low)}, "
+                f"{_text(self.high)}{')' if self.high_open else ']'}")
+
+    def problem(self, value: float) -> str | None:
+        """Why ``value`` lies outside, naming the side it crosses (``must be >= 1, got 0``); None inside."""
+        if self.contains(value):
+            return None
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return f"must be {'>' if self.low_open else '>='} {_text(self.low)}, got {value}"
+        return f"must be {'<' if self.high_open else '<='} {_text(self.high)}, got {value}"
+
+
+@dataclass(frozen=True)
+class NumericOption:
+    """A declared number: whole (``integer``) or not, ``null`` allowed or not, and its range."""
+
+    integer: bool
+    optional: bool
+    range: Range
+
+
+def number_problem(value: Any, option: NumericOption) -> str | None:
+    """Why a params value (as YAML gives it) is not the option's number, or lies outside its range; a list
+    or tuple is checked element by element. None when it fits."""
+    if value is None and option.optional:
+        return None
+    for element in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(element, bool) or not isinstance(element, (int, float)) or not math.isfinite(element):
+            return f"must be {'an integer' if option.integer else 'a number'}, got {element!r}"
+        if option.integer and not isinstance(element, int):
+            return f"must be an integer, got {element!r}"
+        problem = option.range.problem(element)
+        if problem:
+            return problem
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# reading the declarations
+
+
+@lru_cache(maxsize=None)
+def declared_options(cls: type) -> dict[str, NumericOption]:
+    """Every field of dataclass ``cls`` annotated ``Annotated[<number type>, Range(...)]``, by name."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    found = {}
+    for field in fields(cls):
+        hint = hints[field.name]
+        if get_origin(hint) is not Annotated:
+            continue
+        base, *extras = get_args(hint)
+        declared = next((e for e in extras if isinstance(e, Range)), None)
+        if declared is not None:
+            found[field.name] = NumericOption(_is_integer(base), _allows_none(base), declared)
+    return found
+
+
+def _members(base: Any) -> tuple:
+    if get_origin(base) in (Union, types.UnionType):
+        return get_args(base)
+    if get_origin(base) in (tuple, list):
+        return tuple(a for a in get_args(base) if a is not Ellipsis)
+    return (base,)
+
+
+def _is_integer(base: Any) -> bool:
+    return all(m is int for m in _members(base) if m is not type(None))
+
+
+def _allows_none(base: Any) -> bool:
+    return type(None) in _members(base)
+
+
+def range_in_source(annotation: str | None) -> tuple[str | None, NumericOption | None]:
+    """``(base annotation, option)`` of an annotation's source text: ``"Annotated[float, Range(0.0, 1.0)]"``
+    gives ``("float", <float option in [0, 1]>)``; an annotation without a ``Range`` gives ``(itself, None)``.
+    Read from the syntax tree, so the module declaring it is never imported."""
+    if annotation is None:
+        return None, None
+    node = ast.parse(annotation, mode="eval").body
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Annotated"
+            and isinstance(node.slice, ast.Tuple)):
+        return annotation, None
+    base, *extras = node.slice.elts
+    calls = [e for e in extras if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "Range"]
+    if not calls:
+        return ast.unparse(base), None
+    call = calls[0]
+    declared = Range(*[ast.literal_eval(a) for a in call.args],
+                     **{k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg})
+    names = {n.id for n in ast.walk(base) if isinstance(n, ast.Name)}
+    integer = "float" not in names and "int" in names
+    optional = any(isinstance(n, ast.Constant) and n.value is None for n in ast.walk(base))
+    return ast.unparse(base), NumericOption(integer, optional, declared)

@@ -1,0 +1,236 @@
+"""Valid ranges, declared once where an option is declared (``dssl.config.ranges``): each bad value is refused
+by ``dssl validate`` at its key path with exit status 2, each boundary inside a range is accepted, and every
+params file of the repository still validates."""
+
+from __future__ import annotations
+
+import copy
+import math
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dssl.config import options as option_classes
+from dssl.config.methods import declared_methods, value_problem
+from dssl.config.params import read_params, validate
+from dssl.config.ranges import NumericOption, Range, declared_options, number_problem, range_in_source
+from dssl.config.strategies import declared_strategies
+from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig
+
+REPO = Path(__file__).resolve().parents[2]
+OPTION_CLASSES = [option_classes.FLSchedule, option_classes.DecLSchedule, option_classes.CentralSchedule,
+                  option_classes.OptimizerRecipe, option_classes.PretrainOptions, option_classes.DatasetOptions,
+                  option_classes.PartitionOptions, option_classes.GraphOptions, option_classes.ImprovedGraphOptions,
+                  option_classes.TheoryOptions, option_classes.TheoryImprovementOptions,
+                  LinearProbeConfig, FewShotConfig, KnnConfig, FineTuneConfig]
+
+
+@pytest.fixture
+def good() -> dict:
+    params = read_params(REPO / "params.yaml")
+    params["report"].pop("verdicts_elsewhere", None)   # records of other runs, relative to the repository
+    return params
+
+
+def _model_of(params: dict, method: str) -> str:
+    return next(name for name, spec in params["models"].items() if spec["method"] == method)
+
+
+def _strategy_of(params: dict, *names: str) -> str:
+    return next(name for name, spec in params["strategies"].items() if spec["name"] in names)
+
+
+def _mask_ratio(params: dict) -> str:
+    model = _model_of(params, "mae")
+    params["models"][model].setdefault("hparams", {})["mask_ratio"] = 2.0
+    return f"models.{model}.hparams.mask_ratio"
+
+
+def _image_size(params: dict) -> str:
+    params["pretrain"]["image_size"] = 100000
+    return "pretrain.image_size"
+
+
+def _gamma_max(params: dict) -> str:
+    entry = _strategy_of(params, "fedmar", "decmar")
+    params["strategies"][entry]["gamma_max"] = -5
+    return f"strategies.{entry}.gamma_max"
+
+
+def _batch_size(params: dict) -> str:
+    params["pretrain"]["fl"]["train"]["batch_size"] = 1000000000
+    return "pretrain.fl.train.batch_size"
+
+
+def _seeds(params: dict) -> str:
+    params["seeds"] = "abc"
+    return "seeds"
+
+
+@pytest.mark.parametrize("spoil", [_mask_ratio, _image_size, _gamma_max, _batch_size, _seeds],
+                         ids=["mask_ratio", "image_size", "gamma_max", "batch_size", "seeds"])
+def test_the_cli_refuses_a_bad_value_at_its_key_path(good: dict, tmp_path: Path, spoil) -> None:
+    path = spoil(good)
+    bad = tmp_path / "params.yaml"
+    bad.write_text(yaml.safe_dump(good))
+    run = subprocess.run([sys.executable, "-m", "dssl.cli", "validate", str(bad)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"{path}: must be" in lines[0], run.stderr
+
+
+@pytest.mark.parametrize("seeds, message", [
+    ("abc", "must be a non-empty list of integers"), (3, "must be a non-empty list of integers"),
+    ([], "must be a non-empty list of integers"), ([1.5], "must be an integer >= 0, got 1.5"),
+    ([True], "must be an integer >= 0, got True"), ([-1], "must be an integer >= 0, got -1"),
+    ([0, 0], "holds a seed twice"),
+])
+@pytest.mark.parametrize("where", ["seeds", "pretrain.fl.grids.table1.seeds", "pretrain.local.grids.table5.seeds"])
+def test_a_bad_seed_list_is_one_problem_at_its_key_path(good: dict, seeds, message: str, where: str) -> None:
+    holder = good
+    *parents, key = where.split(".")
+    for part in parents:
+        holder = holder[part]
+    holder[key] = seeds
+    problems = validate(good, REPO)
+    assert len(problems) == 1, [str(p) for p in problems]
+    assert problems[0].path.startswith(where) and problems[0].message == message
+
+
+def test_features_seed_must_be_a_seed(good: dict) -> None:
+    good["features"]["seed"] = "x"
+    assert [str(p) for p in validate(good, REPO)] == [
+        "features.seed: must be an integer >= 0, got 'x'  (hint: one of the seeds the FL cells train)"]
+
+
+@pytest.mark.parametrize("where, value, message", [
+    ("partitions.fl-label.alpha", 0, "must be > 0, got 0"),
+    ("partitions.fl-label.clients", 0, "must be >= 1, got 0"),
+    ("graphs.uniform-3.seed", -1, "must be >= 0, got -1"),
+    ("pretrain.decl.train.rounds", 1.5, "must be an integer, got 1.5"),
+    ("pretrain.central.train.epochs", 0, "must be >= 1, got 0"),
+    ("pretrain.optimizers.vit.betas", [0.9, 1.5], "must be < 1, got 1.5"),
+    ("evaluate.knn.k", 0, "must be >= 1, got 0"),
+    ("evaluate.finetune.per_family.vit.layer_decay", 1.5, "must be <= 1, got 1.5"),
+    ("theory.mask_ratio", 1.0, "must be < 1, got 1.0"),
+    ("theory.improvement.k", -1, "must be >= 0, got -1"),
+])
+def test_section_options_are_checked_against_their_declared_ranges(good: dict, where: str, value, message) -> None:
+    holder = good
+    *parents, key = where.split(".")
+    for part in parents:
+        holder = holder.setdefault(part, {})
+    holder[key] = value
+    problems = {p.path: p.message for p in validate(good, REPO)}
+    assert problems.get(where) == message, problems
+
+
+# ------------------------------------------------------------------------------------------------
+# every declared range: just outside refused, the boundary inside accepted
+
+
+def _declared() -> list[tuple[str, NumericOption, object]]:
+    """(name, option, check) of every declared range; ``check(value)`` gives the validator's problem."""
+    found = []
+    for method in declared_methods().values():
+        for hparam in method.hparams:
+            if hparam.option is not None:
+                found.append((f"method {method.name}.{hparam.name}", hparam.option,
+                              lambda v, a=hparam.annotation: value_problem(v, a)))
+    for strategy in declared_strategies().values():
+        for option, annotation in strategy.annotations:
+            declared = range_in_source(annotation)[1]
+            if declared is not None:
+                found.append((f"strategy {strategy.name}.{option}", declared,
+                              lambda v, a=annotation: value_problem(v, a)))
+    for cls in OPTION_CLASSES:
+        for key, declared in declared_options(cls).items():
+            found.append((f"{cls.__name__}.{key}", declared, lambda v, o=declared: number_problem(v, o)))
+    return found
+
+
+DECLARED = _declared()
+
+
+def _step(bound: float, integer: bool, towards: float) -> float:
+    return bound + (1 if towards > bound else -1) if integer else math.nextafter(bound, towards)
+
+
+def _edges(option: NumericOption) -> tuple[list[float], list[float]]:
+    """(values just outside, boundary values inside) of an option's range."""
+    rng, outside, inside = option.range, [], []
+    for bound, is_open, out in ((rng.low, rng.low_open, -math.inf), (rng.high, rng.high_open, math.inf)):
+        if bound is None:
+            continue
+        inward = -out
+        outside.append(bound if is_open else _step(bound, option.integer, out))
+        inside.append(_step(bound, option.integer, inward) if is_open else bound)
+    return outside, inside
+
+
+@pytest.mark.parametrize("name, option, check", DECLARED, ids=[d[0] for d in DECLARED])
+def test_each_range_refuses_just_outside_and_accepts_its_boundaries(name: str, option: NumericOption, check) -> None:
+    outside, inside = _edges(option)
+    assert outside, f"{name}: a range needs at least one bound"
+    for value in outside:
+        assert check(value) is not None, (name, value)
+    for value in inside:
+        assert check(value) is None, (name, value, check(value))
+    assert check("1") is not None and check(True) is not None
+    if option.integer and option.range.contains(2):
+        assert check(2.5) is not None, name   # a whole number, whatever the range
+
+
+def test_every_numeric_option_declares_its_range() -> None:
+    """Methods, strategies and protocols: a number without a range would pass any value to the run."""
+    numeric = ("int", "float")
+    for method in declared_methods().values():
+        for hparam in method.hparams:
+            base = range_in_source(hparam.annotation)[0] or ""
+            if any(t in base.split(" | ") for t in numeric):
+                assert hparam.option is not None, (method.name, hparam.name)
+    for strategy in declared_strategies().values():
+        for option, annotation in strategy.annotations:
+            base, declared = range_in_source(annotation)
+            if any(t in base.split(" | ") for t in numeric):
+                assert declared is not None, (strategy.name, option)
+    for cls in OPTION_CLASSES:
+        ranged = declared_options(cls)
+        for field in fields(cls):
+            if any(t in str(field.type) for t in ("int", "float")):
+                assert field.name in ranged, (cls.__name__, field.name)
+
+
+def test_range_messages_and_reading_from_source() -> None:
+    unit = Range(0.0, 1.0, high_open=True)
+    assert str(unit) == "[0, 1)" and str(Range(1)) == ">= 1" and str(Range(0, low_open=True)) == "> 0"
+    assert unit.problem(1.0) == "must be < 1, got 1.0" and unit.problem(-0.5) == "must be >= 0, got -0.5"
+    with pytest.raises(ValueError, match="empty range"):
+        Range(2, 1)
+    base, declared = range_in_source("Annotated[int | None, Range(1, 64)]")
+    assert base == "int | None" and declared == NumericOption(True, True, Range(1, 64))
+    assert number_problem(None, declared) is None and number_problem(65, declared) == "must be <= 64, got 65"
+    assert range_in_source("float") == ("float", None)
+    assert number_problem([0.5, 2.0], NumericOption(False, False, unit)) == "must be < 1, got 2.0"
+
+
+# ------------------------------------------------------------------------------------------------
+# the repository's params files
+
+
+@pytest.mark.parametrize("name", ["params.yaml", "configs/ci.yaml", "configs/paper.yaml", "configs/paper_b.yaml",
+                                  "configs/paper_b_cifar100.yaml"])
+def test_every_params_file_validates(name: str, tmp_path: Path) -> None:
+    params = copy.deepcopy(read_params(REPO / name))
+    folder = tmp_path / "images" / "train" / "class0"   # a layout both image-folder datasets accept
+    folder.mkdir(parents=True)
+    for dataset in ("mini_imagenet", "imagenet"):
+        if dataset in params.get("datasets", {}):
+            params["datasets"][dataset]["root"] = str(tmp_path / "images")
+    assert [str(p) for p in validate(params, REPO)] == []
