@@ -21,7 +21,7 @@ from dssl.topology.mixing import MIXING, mixing_matrix
 
 REPO = Path(__file__).resolve().parents[1]
 CI_PARAMS = REPO / "configs" / "ci.yaml"
-RECOVERY = "Restore the recorded version with `dvc checkout"
+RECOVERY = "Restore the recorded version with `dvc checkout --force"
 
 
 def check(err: pytest.ExceptionInfo, path: Path, problem: str) -> None:
@@ -29,7 +29,7 @@ def check(err: pytest.ExceptionInfo, path: Path, problem: str) -> None:
     message = str(err.value)
     assert message.startswith(f"{path}: "), message
     assert problem in err.value.problem and problem in message
-    assert f"{RECOVERY} {path}`" in message and "(`dvc repro -f <stage>`)" in message
+    assert f"{RECOVERY} {path}`" in message and "rebuild it with `dvc repro`" in message
     assert err.value.path == Path(path)
     assert err.traceback  # raised, not printed
 
@@ -46,12 +46,12 @@ def test_message_format_attributes_and_pickling() -> None:
     err = ArtifactError("data/partitions/a/partition.json", "missing key 'client_augment'.")
     assert str(err) == (
         "data/partitions/a/partition.json: missing key 'client_augment'. Restore the recorded version with "
-        "`dvc checkout data/partitions/a/partition.json` or rebuild it by re-running the stage that produces "
-        "it (`dvc repro -f <stage>`)."
+        "`dvc checkout --force data/partitions/a/partition.json` or rebuild it with `dvc repro` (it re-runs the "
+        "stage whose output changed)."
     )
     assert err.problem == "missing key 'client_augment'" and isinstance(err, ValueError)
     named = ArtifactError(err.path, err.problem, stage="partition@a")
-    assert str(named).endswith("(`dvc repro -f partition@a`).")
+    assert str(named).endswith("(it re-runs the stage partition@a whose output changed).")
     again = pickle.loads(pickle.dumps(named))
     assert str(again) == str(named) and again.stage == "partition@a" and again.path == named.path
 

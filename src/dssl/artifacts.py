@@ -3,7 +3,9 @@
 A stage output (prepared data, partition, graph, result file, model weights, checkpoint) can be
 missing, truncated by a full disk or an interrupted copy, or edited by hand. The readers here turn
 every such case into one ``ArtifactError`` that names the file, says what is wrong and how to get a
-good copy back, instead of a traceback from zipfile, json or pickle deep inside a stage.
+good copy back, instead of a traceback from zipfile, json or pickle deep inside a stage. A write that
+fails (a full disk, a read-only folder) is a ``WriteError`` naming the file and what to do
+(``writing``, ``write_error``); the writers remove their temporary files first.
 
 Floats written into an artifact go through ``stable_float``/``stable_floats``: the last bits of exp,
 log, BLAS and LAPACK results differ between CPUs (SIMD dispatch) and library builds, and an output
@@ -14,18 +16,22 @@ This module imports nothing from dssl, so every layer can use it.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
 import pickle
+import shutil
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
 __all__ = [
-    "ArtifactError", "check_keys", "default_recovery", "load_npz", "load_torch", "read_json", "require_file",
-    "stable_float", "stable_floats",
+    "ArtifactError", "WriteError", "check_keys", "default_recovery", "load_npz", "load_torch", "read_json",
+    "require_file", "stable_float", "stable_floats", "write_error", "writing",
 ]
 
 # Significant digits of floats written into artifacts: far above any precision a reader needs, and
@@ -59,9 +65,101 @@ class ArtifactError(ValueError):
         return type(self), (self.path, self.problem, self.stage, self.recovery)
 
 
+# A write that fails for want of room, or of permission, and what it says to do about it.
+_FULL = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+         errno.EFBIG: "file too large for the file system or the process's file size limit"}
+_LOCKED = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+           errno.EPERM: "operation not permitted"}
+
+
+# torch's zip writer (torch.save) reports a failed write as a RuntimeError of its C++ code
+_TORCH_WRITER = "inline_container.cc"
+
+
+class WriteError(ArtifactError):
+    """A stage output or checkpoint that could not be written (a full disk, a read-only folder): the
+    file, why, and what to do; the writer's temporary files are already removed."""
+
+
+def _existing_folder(path: Path) -> Path:
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def write_error(err: BaseException, path: Path | str) -> WriteError | None:
+    """``err`` as a ``WriteError`` naming the file it names (else ``path``), or None when it is no failed
+    write: an OSError of a full disk or a read-only folder, or torch's writer failing (the OSError it
+    was handling, if any; else a full disk when the file system has less than 1 MiB free)."""
+    if isinstance(err, WriteError):
+        return err
+    if isinstance(err, RuntimeError) and _TORCH_WRITER in str(err):
+        # torch raises its own error while it closes a file whose write failed; the OSError is its context
+        err = next((e for e in _chain(err) if isinstance(e, OSError)), err)
+    if isinstance(err, OSError) and err.errno in (*_FULL, *_LOCKED):
+        target, full = Path(err.filename or path), err.errno in _FULL
+        reason = (_FULL | _LOCKED)[err.errno]
+    elif isinstance(err, RuntimeError) and _TORCH_WRITER in str(err):
+        target = Path(path)
+        full = shutil.disk_usage(_existing_folder(target)).free < 2 ** 20
+        reason = "no space left on the device" if full else "torch could not write it"
+    else:
+        return None
+    folder = _existing_folder(target)
+    if full:
+        advice = f"Free space on the file system that holds {folder} (`df -h {folder}`)"
+    else:
+        advice = f"Make {folder} writable (or run from a writable copy of the project)"
+    return WriteError(target, f"cannot be written ({reason})",
+                      recovery=f"{advice}, then run the same command again (training resumes from its last "
+                               "checkpoint).")
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """The exceptions ``err`` was raised from or while handling, nearest first."""
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
+
+
+@contextmanager
+def writing(path: Path | str, *temporaries: Path) -> Iterator[None]:
+    """Write ``path`` in the block: on failure the ``temporaries`` (files or folders) are removed, and a
+    full disk or a read-only folder becomes a ``WriteError`` naming ``path``."""
+    try:
+        yield
+    except BaseException as caught:
+        err = caught
+        for temporary in temporaries:
+            remove_quietly(temporary)
+        if isinstance(err, OSError) and err.filename and Path(err.filename) in temporaries:
+            err = OSError(err.errno, err.strerror, str(path))   # the file it stood in for
+        converted = write_error(err, path) if isinstance(err, Exception) else None
+        if converted is None or converted is caught:
+            raise
+        raise converted from caught
+
+
+def remove_quietly(path: Path) -> None:
+    """Remove a file or folder if it is there, ignoring errors (a cleanup on the way out of a failure)."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
 def default_recovery(path: Path | str, stage: str | None = None) -> str:
-    return (f"Restore the recorded version with `dvc checkout {path}` or rebuild it by re-running the "
-            f"stage that produces it (`dvc repro -f {stage or '<stage>'}`).")
+    """Advice that works as printed, in the folder the stage ran in, without knowing the pipeline's files
+    (the CLI replaces it with commands for the producing stage, ``dssl.pipeline.dvcfile.recovery_command``)."""
+    return (f"Restore the recorded version with `dvc checkout --force {path}` or rebuild it with `dvc repro` "
+            f"(it re-runs the stage{f' {stage}' if stage else ''} whose output changed).")
 
 
 def _error(path: Path | str, problem: str, recovery: str | None) -> ArtifactError:

@@ -26,9 +26,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_stage(args: argparse.Namespace) -> int:
     from dssl.pipeline.catalogue import KINDS_BY_NAME
 
+    from dssl.config.params import load_params
+    from dssl.pipeline.placement import check_stage
+
     kind = KINDS_BY_NAME[args.stage]
     values = [getattr(args, name) for name in kind.args]
     name = f"{args.stage}{'@' if values else ''}{'-'.join(values)}"
+    check_stage(kind, values, args.params, load_params(args.params))   # before any work: a stage, in its folder
     run = getattr(importlib.import_module(kind.module), kind.function)
     if not kind.training:  # no checkpoints: a SIGTERM ends it at once, as any process
         out = run(*values, args.params)
@@ -239,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     verdicts.add_argument("--params", type=Path, default=Path("params.yaml"))
     verdicts.set_defaults(func=_cmd_verdicts_export)
     _add_lineage_parser(sub)
+    _add_verify_parser(sub)
     return parser
 
 
@@ -246,10 +251,11 @@ def _bad_input_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean 'the input is wrong', reported in one message with exit 2."""
     from dssl.config.checker import ParamsError
     from dssl.pipeline.common import StageError
+    from dssl.pipeline.placement import PlacementError
 
     from dssl.artifacts import ArtifactError
 
-    errors: list[type[BaseException]] = [ParamsError, StageError, ArtifactError]
+    errors: list[type[BaseException]] = [ParamsError, StageError, ArtifactError, PlacementError]
     # Only modules a stage actually imported can have raised their errors.
     for module, name in [("dssl.data.imageset", "DatasetError"), ("dssl.data.partition", "PartitionError")]:
         if module in sys.modules:
@@ -274,12 +280,20 @@ def _with_producer(err: Exception, params_path: Path | None) -> Exception:
         return err
     if stage is None:
         return err
-    custom = err.recovery if err.recovery != default_recovery(err.path) else None
-    return ArtifactError(err.path, err.problem, stage.name, custom)
+    if err.recovery != default_recovery(err.path):   # the reader's own advice (delete a checkpoint)
+        return ArtifactError(err.path, err.problem, stage.name, err.recovery)
+    from dssl.pipeline.dvcfile import recovery_command
+
+    if err.path.exists():
+        recovery = (f"Restore the recorded version with `{recovery_command(stage, 'restore', err.path.as_posix())}` "
+                    f"or rebuild it with `{recovery_command(stage, 'rebuild')}`.")
+    else:
+        recovery = f"Stage {stage.name} writes it: run `{recovery_command(stage, 'produce')}`."
+    return ArtifactError(err.path, err.problem, stage.name, recovery)
 
 
 def _cmd_lineage(args: argparse.Namespace) -> int:
-    from dssl.lineage import LineageError, as_json, lineage, render_text
+    from dssl.lineage import LineageError, as_json, lineage, mismatch_line, render_text
     from dssl.tracking import project_root
 
     try:
@@ -288,7 +302,27 @@ def _cmd_lineage(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(as_json(answer) if args.json else render_text(answer))
+    problem = mismatch_line(answer)   # the answer is printed, but a script must not take it as the record
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from dssl.data.prepared_array import verify_prepared
+
+    for split, blocks, size in verify_prepared(args.prepared_dir, args.split or None):
+        print(f"{args.prepared_dir}/{split}: {blocks} block(s) ({size / 2**30:,.2f} GiB) match meta.json")
+    return 0
+
+
+def _add_verify_parser(sub) -> None:
+    verify = sub.add_parser("verify", help="check every block of a prepared image folder's arrays against its "
+                                           "meta.json (readers check only the header, size and end blocks)")
+    verify.add_argument("prepared_dir", type=Path, help="e.g. data/prepared/imagenet")
+    verify.add_argument("--split", action="append", help="only this split (repeatable; default: every split)")
+    verify.set_defaults(func=_cmd_verify)
 
 
 def _add_lineage_parser(sub) -> None:
@@ -337,9 +371,9 @@ def _cmd_warm(args: argparse.Namespace) -> int:
 
 
 def _cmd_repro(args: argparse.Namespace) -> int:
-    from dssl.pipeline.dvcfile import Pipeline
+    from dssl.pipeline.dvcfile import Pipeline, folder_owner
     from dssl.pipeline.layout import project_folder
-    from dssl.pipeline.repro import ReproError, default_jobs, reproduce, stage_sizes
+    from dssl.pipeline.repro import ReproBusy, ReproError, default_jobs, reproduce, stage_sizes
     from dssl.pipeline.validate import load_params_fully
     from dssl.pipeline.workers import available_cores
     from dssl.training.device import resolve_device
@@ -350,6 +384,12 @@ def _cmd_repro(args: argparse.Namespace) -> int:
     root = project_folder()
     params = load_params_fully(args.params)
     pipeline_file = Pipeline.of(params, root, args.params.resolve()).path("dvc.yaml")
+    owner = folder_owner(params, root, args.params.resolve())
+    if owner:   # its stages would write into another params file's outputs and dvc.lock files
+        print(f"error: {args.params}: its pipeline folder {Path(pipeline_file).parent}/ holds the pipeline of "
+              f"{owner} (the same profile, {params.get('profile')!r}); give {args.params} a profile of its own",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     if not (root / pipeline_file).is_file():
         print(f"error: {pipeline_file} does not exist: run `dssl dag write --params {args.params}` first",
               file=sys.stderr)
@@ -358,6 +398,9 @@ def _cmd_repro(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         ran = reproduce(root, [pipeline_file], jobs, stage_sizes(params))
+    except ReproBusy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except ReproError as err:
         print(f"ERROR: {err}", file=sys.stderr)
         return 1
@@ -388,7 +431,39 @@ def main(argv: list[str] | None = None) -> int:
         if status is not None:
             print(f"error: {err}", file=sys.stderr)
             return status
+        failed_write = _write_failure(err)
+        if failed_write is not None:
+            print(f"error: {failed_write}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         raise
+
+
+def _write_failure(err: Exception) -> Exception | None:
+    """A full disk or a read-only folder met outside the writers that report it themselves (``WriteError``):
+    an ``OSError`` (ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM) or torch's failed writer, raised or
+    behind what was raised, as one ``WriteError`` line naming the file and what to do; None for any
+    other error, which keeps its traceback. A write to an open file fails without a file name: the line
+    then says so and names the folders to check."""
+    import tempfile
+
+    from dssl.artifacts import WriteError, write_error
+
+    link: BaseException | None = err
+    seen: set[int] = set()
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        converted = write_error(link, Path.cwd()) if isinstance(link, Exception) else None
+        if converted is not None and isinstance(link, OSError) and not link.filename:
+            reason = converted.problem.removeprefix("cannot be written ")
+            return WriteError(Path.cwd(), f"a write of this command failed {reason} and the error names no file",
+                              recovery=f"Check the space and permissions of the folders it writes to (`df -h . "
+                                       f"{tempfile.gettempdir()}`: the project, the DVC cache, the temporary "
+                                       "folder), then run the same command again (training resumes from its "
+                                       "last checkpoint).")
+        if converted is not None:
+            return converted
+        link = link.__cause__ or link.__context__
+    return None
 
 
 def _retry_status(err: Exception) -> int | None:

@@ -138,10 +138,13 @@ def test_an_edited_partition_file_is_reported(project: Path) -> None:
     original = path.read_bytes()
     path.write_bytes(original.replace(b"\n", b" \n", 1))
     try:
-        answer = lineage(project, RESULT)
+        refused = run(["dssl", "lineage", "--json", RESULT], project, ok=False)
         text = render_text(trace(project, project / RESULT))  # in this process: MLflow imported once
     finally:
         path.write_bytes(original)
+    answer = json.loads(refused.stdout)   # the whole answer, and exit 2 with one line: not the record
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "the workspace does not match dvc.lock" in refused.stderr and "fl-label changed" in refused.stderr
     (result,) = answer["results"]
     assert not answer["matches_lock"]
     partitions = {s["name"]: s for s in result["stages"]}["partitions"]

@@ -30,7 +30,8 @@ def test_a_truncated_prepared_array_names_the_stage_that_rebuilds_it(ci_project:
     assert main(["partitions"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith("error: data/prepared/digits/train.npz: ")
-    assert "`dvc checkout data/prepared/digits/train.npz`" in err and "`dvc repro -f prepare@digits`" in err
+    assert "`dvc checkout --force data/prepared/digits/train.npz`" in err
+    assert "`dvc repro -s -f pipelines/prepare/digits/dvc.yaml:prepare@digits`" in err
     assert "Traceback" not in err
     assert (ci_project / "data/partitions/fl-iid/partition.json").read_bytes() == before
     assert not [p for p in (ci_project / "data/partitions").iterdir() if p.name.startswith(".")]
@@ -42,6 +43,6 @@ def test_a_partition_missing_a_key_fails_the_training_stage_before_training(ci_p
     capsys.readouterr()
     assert main(["pretrain_fl", "simsiam-cnn", "fl-iid", "fedavg"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
-    assert "partition.json: missing key 'client_augment'" in err and "`dvc repro -f partitions`" in err
+    assert "partition.json: missing key 'client_augment'" in err and "`dvc repro -s -f dvc.yaml:partitions`" in err
     assert not (ci_project / "models").exists() or not any((ci_project / "models").rglob("*.pt"))
     assert os.environ.get("DSSL_WARM") == "0"

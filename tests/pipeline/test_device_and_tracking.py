@@ -85,6 +85,7 @@ def _results(root: Path) -> dict[str, dict]:
 
 
 def test_results_outlive_an_unreachable_tracking_store(ci_project: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr("dssl.pipeline.common.check_store", lambda root: None)   # it goes away after the check
     monkeypatch.setenv("MLFLOW_TRACKING_URI", UNREACHABLE)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
@@ -112,6 +113,7 @@ def test_results_outlive_an_unreachable_tracking_store(ci_project: Path, monkeyp
 
 
 def test_the_same_command_run_again_logs_what_waits(ci_project: Path, monkeypatch) -> None:
+    monkeypatch.setattr("dssl.pipeline.common.check_store", lambda root: None)   # it goes away after the check
     monkeypatch.setenv("MLFLOW_TRACKING_URI", UNREACHABLE)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")

@@ -3,29 +3,38 @@ params section's checks. The stage itself runs end to end in tests/pipeline/test
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from dssl.artifacts import ArtifactError
 from dssl.config.params import read_params, validate
-from dssl.pipeline.common import StageError
+from dssl.pipeline.catalogue import producer
 from dssl.pipeline.features import GLOBAL, _test_subset, embed, encoder_files
 
 from conftest import REPO
 
 
-def test_encoder_files_name_the_stage_to_run_when_one_is_missing(tmp_path, monkeypatch):
+def test_a_missing_encoder_is_an_artifact_error_on_its_path(tmp_path, monkeypatch):
+    """The stage names the missing file; ``dssl features`` adds the command that writes it (its producer in
+    the catalogue, run as printed: tests/faults/test_recovery_messages.py)."""
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(StageError, match=r"pretrain_local@mae-vit-fl-label \(pretrain.local.clients.fl-label must "
-                                         r"train \[0, 9\]\)"):
-        encoder_files("mae-vit", "fl-label", "fedmar", [0, 9], seed=0)
+    params = read_params(REPO / "params.yaml")
+    with pytest.raises(ArtifactError) as local:
+        encoder_files(params, "mae-vit", "fl-label", "fedmar", [0, 9], seed=0)
+    assert local.value.path == Path("models/local/mae-vit/fl-label/seed-0/client-0/encoder.pt")
+    assert producer(params, local.value.path).name == "pretrain_local@mae-vit-fl-label"
     for folder in ("models/local/mae-vit/fl-label/seed-0/client-0", "models/local/mae-vit/fl-label/seed-0/client-9"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "encoder.pt").write_bytes(b"")
-    with pytest.raises(StageError, match="run pretrain_fl@mae-vit-fl-label-fedmar first"):
-        encoder_files("mae-vit", "fl-label", "fedmar", [0, 9], seed=0)
+    with pytest.raises(ArtifactError) as global_:
+        encoder_files(params, "mae-vit", "fl-label", "fedmar", [0, 9], seed=0)
+    assert producer(params, global_.value.path).name == "pretrain_fl@mae-vit-fl-label-fedmar"
     (tmp_path / "models/fl/mae-vit/fl-label/fedmar/seed-0").mkdir(parents=True)
     (tmp_path / "models/fl/mae-vit/fl-label/fedmar/seed-0/encoder.pt").write_bytes(b"")
-    assert list(encoder_files("mae-vit", "fl-label", "fedmar", [0, 9], seed=0)) == ["local 1", "local 10", GLOBAL]
+    assert list(encoder_files(params, "mae-vit", "fl-label", "fedmar", [0, 9], seed=0)) == ["local 1", "local 10",
+                                                                                          GLOBAL]
 
 
 def test_the_test_subset_is_stratified_and_the_embedding_two_dimensional():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dssl.pipeline.common import StageError
+from dssl.artifacts import ArtifactError
 from dssl.pipeline.evaluate import mean_over_clients, stand_alone_encoders
 
 
@@ -40,10 +40,11 @@ def test_stand_alone_clients_are_those_every_seed_holds(tmp_path: Path):
     _encoders(tmp_path / "ok", {0: [0, 9], 1: [0, 9]})
     assert stand_alone_encoders(tmp_path / "ok", [0, 1]) == (0, 9)
     _encoders(tmp_path / "mixed", {0: [0, 9], 1: [0]})
-    with pytest.raises(StageError, match=r"do not hold the same stand-alone clients \(\[\[0, 9\], \[0\]\]\)"):
+    with pytest.raises(ArtifactError, match=r"do not hold the same stand-alone clients \(\[\[0, 9\], \[0\]\]\)"):
         stand_alone_encoders(tmp_path / "mixed", [0, 1])
-    with pytest.raises(StageError, match="run its pretrain_local stage again"):
+    with pytest.raises(ArtifactError) as absent:   # `dssl evaluate_local` adds the command that rebuilds it
         stand_alone_encoders(tmp_path / "absent", [0])
+    assert absent.value.path == tmp_path / "absent"
 
 
 def test_merged_clients_keep_their_config_and_say_how_they_resumed():

@@ -7,13 +7,14 @@ it runs at the start of every stage and at Snakemake's parse time.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import yaml
 
 from dssl.config import sections  # noqa: F401  (registers the section validators)
 from dssl.config.checker import SECTION_VALIDATORS, Checker, ParamsError, Problem
-from dssl.yamlio import load_yaml
+from dssl.yamlio import DuplicateKeyError, load_yaml
 
 DEFAULT_PARAMS = Path("params.yaml")
 PROJECT_MARKER = "Snakefile"
@@ -36,14 +37,34 @@ def read_params(path: Path | str = DEFAULT_PARAMS) -> dict:
     """Parse a params file; unreadable or non-mapping YAML is a ParamsError."""
     path = Path(path)
     if not path.is_file():
-        raise ParamsError(str(path), [Problem("<file>", "no such params file", "pass an existing YAML file")])
+        raise ParamsError(str(path), [Problem("<file>", "no such params file", _missing_hint(path))])
+    raw = path.read_bytes()
     try:
-        params = load_yaml(path.read_text())
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ParamsError(str(path), [Problem("<file>", f"not UTF-8 text: byte 0x{raw[err.start]:02x} at byte offset "
+                                              f"{err.start} (line {line})", "save the file as UTF-8")]) from None
+    try:
+        params = load_yaml(text)
+    except DuplicateKeyError as err:
+        raise ParamsError(str(path), [Problem(err.path, f"named twice, at line {err.first_line} and line {err.line}",
+                                              "keep one of them (DVC refuses a file with a duplicate key)")]) from None
     except yaml.YAMLError as err:
         raise ParamsError(str(path), [Problem("<file>", f"not valid YAML: {err}", "fix the syntax")]) from err
     if not isinstance(params, dict):
         raise ParamsError(str(path), [Problem("<file>", "top level must be a mapping of sections")])
     return params
+
+
+def _missing_hint(path: Path) -> str:
+    """Where a params file named relative to a subfolder of a project probably is: the project root."""
+    if path.is_absolute():
+        return "pass an existing YAML file"
+    project = project_of(Path.cwd())
+    if project is not None and project != Path.cwd().resolve() and (project / path).is_file():
+        return f"run from the project root: cd {os.path.relpath(project)}"
+    return "pass an existing YAML file"
 
 
 def load_params(path: Path | str = DEFAULT_PARAMS, root: Path | None = None) -> dict:

@@ -4,11 +4,12 @@ A fine-tuning or linear-probe run saves its whole state (``Checkpoint.save``): t
 grid's position and the results of the grid points already done, the best model so far, the model,
 optimizer and lr-schedule state of the grid point under way, the epoch and the step within it (with
 that epoch's sample order), and every random stream (the protocol's generator, the global torch RNG
-of CPU and CUDA). It is written after an epoch once ``every_s`` seconds (default ``SAVE_EVERY_S``) have
-passed since the last write, and after any step once a stop was requested
-(``dssl.training.preemption``); the run then raises ``Preempted``. ``Checkpoint.load`` gives it back,
-and the protocol continues from it as if never stopped. A stop request therefore loses nothing; a hard
-kill loses at most ``every_s`` seconds. (Writing after every epoch cost two thirds of a probe's time at
+of CPU and CUDA). It is written after an epoch once ``every_s`` seconds have passed since the last
+write (a stage passes params.yaml's ``checkpoint.every_seconds``, ``preemption.checkpoint_interval``;
+default ``SAVE_EVERY_S``), and after any step once a stop was requested (``dssl.training.preemption``);
+the run then raises ``Preempted``. ``Checkpoint.load`` gives it back, and the protocol continues from it
+as if never stopped. A stop request therefore loses nothing; a hard kill loses at most ``every_s``
+seconds and one epoch. (Writing after every epoch, ``every_s`` 0, cost two thirds of a probe's time at
 the embedded scale, where an epoch of a probe head takes about a millisecond.)
 
 One file per task, ``<folder>/checkpoint.pt``, replaced atomically (a temporary file, flushed, then
@@ -27,7 +28,7 @@ from typing import Any
 
 import torch
 
-from dssl.artifacts import ArtifactError, load_torch
+from dssl.artifacts import ArtifactError, load_torch, writing
 from dssl.training.preemption import SAVE_EVERY_S, requested, stop_if_requested
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -66,14 +67,16 @@ class Checkpoint:
         return payload["state"] if payload.get("fingerprint") == self.fingerprint else None
 
     def save(self, state: dict[str, Any]) -> None:
-        """Replace the checkpoint by ``state`` atomically."""
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Replace the checkpoint by ``state`` atomically (a failed write: no temporary file left, a
+        ``WriteError`` naming the checkpoint; the previous one stays whole)."""
         temporary = self.path.with_name(f".{CHECKPOINT_NAME}.{os.getpid()}.tmp")
-        with open(temporary, "wb") as handle:
-            torch.save({"fingerprint": self.fingerprint, "state": state}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
+        with writing(self.path, temporary):
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(temporary, "wb") as handle:
+                torch.save({"fingerprint": self.fingerprint, "state": state}, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, self.path)
         self.saves += 1
         self._last_save = time.monotonic()
 

@@ -24,8 +24,9 @@ never runs code from the file.
 
 Every file is written to a temporary name, flushed to disk, and renamed over the old one, so a run
 killed at any moment leaves either the previous or the new checkpoint, never a torn one; the client
-files ``checkpoint.pt`` names are in place before it is. A checkpoint
-that is damaged anyway (a copy cut short, a full disk) is an ``ArtifactError`` that says to delete it.
+files ``checkpoint.pt`` names are in place before it is. A write that fails (a full disk, a read-only
+folder) leaves no temporary file and is a ``WriteError`` naming the file. A checkpoint that is damaged
+anyway (a copy cut short) is an ``ArtifactError`` that says to delete it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, Mapping
 
 import torch
 
-from dssl.artifacts import ArtifactError, check_keys, load_torch
+from dssl.artifacts import ArtifactError, check_keys, load_torch, writing
 
 CHECKPOINT_FORMAT = 2  # 1 held every client's local state inside checkpoint.pt
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -98,15 +99,18 @@ def client_file_recovery(path: Path) -> str:
 
 
 def _atomic_save(target: Path, payload: Any) -> int:
-    """``torch.save`` to a temporary name, fsync, rename over ``target``; the file's size."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """``torch.save`` to a temporary name, fsync, rename over ``target``; the file's size. A write that
+    fails (a full disk, a read-only folder) removes the temporary and is a ``WriteError`` naming
+    ``target``; the previous checkpoint stays whole."""
     temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as handle:
-        torch.save(payload, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-        size = handle.tell()
-    os.replace(temporary, target)
+    with writing(target, temporary):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "wb") as handle:
+            torch.save(payload, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+            size = handle.tell()
+        os.replace(temporary, target)
     _fsync_directory(target.parent)
     return size
 

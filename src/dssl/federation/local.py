@@ -13,7 +13,7 @@ bf16 autocast, channels-last memory format and ``torch.compile`` (``StepOptions`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
@@ -170,6 +170,19 @@ class LocalResult:
     losses: dict[str, float]
 
 
+@dataclass
+class LocalProgress:
+    """Where a client's local training stands after its first ``epochs`` epochs: the counts and the
+    loss sums (device tensors, summed in the same order as a run never stopped, so the round's mean
+    loss keeps its bits). An epoch checkpoint stores it beside the model, optimizer and generator
+    states; ``train_client`` given it goes on with the next epoch."""
+
+    epochs: int = 0
+    steps: int = 0
+    images: int = 0
+    sums: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
 def train_client(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -183,12 +196,17 @@ def train_client(
     augment_generator: torch.Generator,
     device: torch.device,
     step: TrainStep | None = None,
+    start: LocalProgress | None = None,
+    on_epoch_end: Callable[[LocalProgress], None] | None = None,
 ) -> LocalResult:
     """E local epochs of SGD-type steps on ``loss_fn`` (FedAvg's ClientUpdate; paper A Alg. 1, line 5).
 
     ``model`` is an SSL method (``dssl.methods``): its ``after_optimizer_step`` runs after every step
     (EMA targets). Loss values are summed on the device and read once at the end: no host sync per batch.
     ``step`` is the simulator's ``TrainStep`` over ``model`` and ``optimizer`` (None: the plain step).
+    ``start``: the progress of an interrupted run, whose model, optimizer and generators the caller has
+    restored (None: from the first epoch). ``on_epoch_end`` sees the progress after every epoch (the
+    simulator's epoch checkpoints: a run that trains all its epochs in one round resumes mid-round).
     """
     if step is None:
         step = TrainStep(model, optimizer)
@@ -196,15 +214,16 @@ def train_client(
         raise ValueError("step must wrap the same model and optimizer that train_client is given")
     model.train()
     bounds = batch_bounds(data.num_samples, batch_size, drop_last)
-    sums: dict[str, torch.Tensor] = {}
-    steps = images = 0
+    progress = start or LocalProgress()
+    sums: dict[str, torch.Tensor] = dict(progress.sums)
+    steps, images = progress.steps, progress.images
     # On a CPU device the float batch is made in the reader's reused buffers (a fresh 37 MiB batch
     # per step costs more in page faults than the conversion), read when the step asks for it. On an
     # accelerator a reader thread gathers uint8 pixels into pinned buffers while the step runs; they
     # travel without waiting and are converted (and resized) there (``DeviceBatches``).
     on_cpu = device.type == "cpu"
     pool = BufferPool(pool_size(READ_AHEAD)) if on_cpu else None
-    for _ in range(epochs):
+    for epoch in range(progress.epochs, epochs):
         order = data.indices[torch.randperm(data.num_samples, generator=shuffle_generator).numpy()]
         batches = [order[start:end] for start, end in bounds]
         if on_cpu:
@@ -219,6 +238,8 @@ def train_client(
             _accumulate(sums, out)
             steps += 1
             images += len(indices)
+        if on_epoch_end is not None:
+            on_epoch_end(LocalProgress(epoch + 1, steps, images, dict(sums)))
     losses = {key: float(total) / steps for key, total in sums.items()} if steps else {}
     return LocalResult(steps=steps, images=images, losses=losses)
 

@@ -18,12 +18,16 @@ pool started in the server before the fork hangs a child that asks for more than
 (measured with torch 2.14's CPU build). Why fork: the children share the server's data and model
 without pickling them, and start in milliseconds. Why the CPU only: a forked child cannot use a CUDA
 context its parent created, and on one accelerator a single client keeps the device busy.
+
+A worker ends with the process that forked it, however that ends (kill -9 included: ``dssl.orphans``), so
+no orphan trains on into a dead stage's temporary output.
 """
 
 from __future__ import annotations
 
 import io
 import multiprocessing
+import os
 import pickle
 import traceback
 from dataclasses import dataclass
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import torch
 
 from dssl.federation.state import StateDict
+from dssl.orphans import die_with_parent
 
 if TYPE_CHECKING:
     from dssl.federation.local import LocalResult
@@ -153,7 +158,9 @@ def _serve(train_task: TrainTask, strategy: Strategy, connection: Connection) ->
             _send(connection, ("error", traceback.format_exc()))
 
 
-def _worker_main(train_task: TrainTask, strategy: Strategy, connection: Connection, server_end: Connection) -> None:
+def _worker_main(train_task: TrainTask, strategy: Strategy, connection: Connection, server_end: Connection,
+                 server: int) -> None:
+    die_with_parent(server)
     server_end.close()
     _serve(train_task, strategy, connection)
 
@@ -169,7 +176,8 @@ class ClientWorkers:
         self.processes: list[multiprocessing.process.BaseProcess] = []
         for _ in range(count):
             server_end, worker_end = context.Pipe()
-            process = context.Process(target=_worker_main, args=(train_task, strategy, worker_end, server_end),
+            process = context.Process(target=_worker_main,
+                                      args=(train_task, strategy, worker_end, server_end, os.getpid()),
                                       name="dssl-client-worker", daemon=True)
             process.start()
             worker_end.close()

@@ -44,6 +44,7 @@ from dssl.federation.checkpoint import CheckpointMismatchError, fingerprint, loa
 from dssl.federation.client_states import ClientStates, check_storage, to_device
 from dssl.federation.local import (
     ClientData,
+    LocalProgress,
     LocalResult,
     OptimizerConfig,
     StepOptions,
@@ -170,6 +171,22 @@ class RunResult:
     final_index: int = 0
 
 
+# The keys of a round's record (``Simulator.run``) that measure time, and what the round's checkpoint wrote
+# (whether a round is checkpointed depends on the clock): they differ from run to run, whereas everything
+# else in the record is a function of the run's inputs, as its weights are.
+ROUND_TIMINGS = ("train_time_s", "wall_time_s", "images_per_s", "checkpoint_s", "checkpoint_bytes")
+
+
+def round_outcomes(metrics: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The per-round records without their timings: the same for every run of the same inputs."""
+    return [{key: value for key, value in record.items() if key not in ROUND_TIMINGS} for record in metrics]
+
+
+def round_timings(metrics: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Each timing of the per-round records, round after round (0 where a record lacks it)."""
+    return {key: [float(record.get(key, 0.0)) for record in metrics] for key in ROUND_TIMINGS}
+
+
 def make_schedule(num_clients: int, per_round: int, rounds: int, seed: int) -> list[list[int]]:
     """Clients of each round, uniformly without replacement within a round (sorted for reading)."""
     if not 1 <= per_round <= num_clients:
@@ -199,7 +216,12 @@ class Simulator:
     module); it changes neither the result nor the fingerprint. ``checkpoint_interval_s``: a round due
     by ``config.checkpoint_every`` is checkpointed only once this many seconds have passed since the last
     checkpoint (0: every due round); the last round, and a round after which a stop was requested
-    (``dssl.training.preemption``), always are. Neither changes the result.
+    (``dssl.training.preemption``), always are. Neither changes the result. ``checkpoint_epochs``: a run
+    whose rounds train one client each in this process (central and stand-alone training: one round of
+    all their epochs) also checkpoints inside a round, after every ``checkpoint_epochs``-th epoch once
+    ``checkpoint_interval_s`` have passed, and after the epoch under way when a stop was requested (then
+    it stops, ``Preempted``); 0: only after rounds. It changes no result either: the checkpoint holds the
+    model, optimizer, generator and loss-sum states the rest of the round continues from.
     """
 
     kind = "base"
@@ -217,6 +239,7 @@ class Simulator:
         client_workers: int = 1,
         client_states: str = "host",
         checkpoint_interval_s: float = 0.0,
+        checkpoint_epochs: int = 0,
     ):
         config.validate()
         check_storage(client_states)
@@ -232,6 +255,8 @@ class Simulator:
         self.config = config
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir is not None else None
         self.checkpoint_interval_s = checkpoint_interval_s
+        self.checkpoint_epochs = checkpoint_epochs
+        self._epoch_resume: dict | None = None   # the mid-round part of the checkpoint resumed from
         self._last_checkpoint = time.monotonic()
         self.on_mismatch = on_mismatch
         self.device = next(method.parameters()).device
@@ -244,11 +269,20 @@ class Simulator:
         # After the initial snapshot: channels-last and compilation leave values and keys unchanged.
         self.train_step = TrainStep(method, self.optimizer, config.step_options())
         self.schedule = self._make_schedule()
+        self._check_epoch_checkpoints()
         self.metrics: list[dict] = []
         self.completed_rounds = 0
         self._train_time = 0.0
         self.fingerprint = fingerprint(self._fingerprint_items(run_config or {}))
         self.local_states = ClientStates(len(self.clients), client_states, self.checkpoint_dir, self.fingerprint)
+
+    def _check_epoch_checkpoints(self) -> None:
+        """Epoch checkpoints need a round's whole state in this process: one client per round, no workers."""
+        if self.checkpoint_epochs < 0:
+            raise ValueError(f"checkpoint_epochs must be >= 0, got {self.checkpoint_epochs}")
+        if self.checkpoint_epochs and (self.client_workers > 1 or any(len(chosen) > 1 for chosen in self.schedule)):
+            raise ValueError("checkpoint_epochs needs rounds of one client trained in this process "
+                             "(clients_per_round 1, client_workers 1)")
 
     # -- subclass hooks ---------------------------------------------------------------------------
 
@@ -373,15 +407,18 @@ class Simulator:
         # Randomness outside the method's generator (dropout, drop-path) draws from the global RNG.
         seed_global_rng(derive_seed(seed, round_index, client_id, Stream.GLOBAL), self.device)
         began = time.perf_counter()
+        generators = {"model": generator,
+                      "shuffle": torch_generator(derive_seed(seed, round_index, client_id, Stream.SHUFFLE)),
+                      "augment": torch_generator(derive_seed(seed, round_index, client_id, Stream.AUGMENT),
+                                                 self.device)}
         result = train_client(
             self.method, self.optimizer, data,
             lambda images: self.strategy.client_loss(self.method, images, ctx),
             epochs=self.config.local_epochs if self.strategy.trains(ctx) else 0, batch_size=self.config.batch_size,
-            drop_last=self.config.drop_last,
-            shuffle_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.SHUFFLE)),
-            augment_generator=torch_generator(derive_seed(seed, round_index, client_id, Stream.AUGMENT),
-                                              self.device),
-            device=self.device, step=self.train_step,
+            drop_last=self.config.drop_last, shuffle_generator=generators["shuffle"],
+            augment_generator=generators["augment"], device=self.device, step=self.train_step,
+            start=self._restore_epoch(task, generators),
+            on_epoch_end=self._epoch_checkpointer(task, generators) if self.checkpoint_epochs else None,
         )
         train_time = time.perf_counter() - began
         upload = self.strategy.client_upload(client_id, self.method, local_state, ctx)
@@ -426,6 +463,7 @@ class Simulator:
         self.metrics = payload["metrics"]
         self.completed_rounds = payload["completed_rounds"]
         set_global_rng_state(payload["rng"])
+        self._epoch_resume = payload.get("epoch")
         return self.completed_rounds
 
     def _maybe_checkpoint(self) -> tuple[float, int]:
@@ -438,20 +476,61 @@ class Simulator:
         if (done % every or recent) and done != self.config.rounds and not preemption.requested():
             return 0.0, 0
         start = time.perf_counter()
+        written = self._write_checkpoint()
+        return time.perf_counter() - start, written
+
+    def _write_checkpoint(self, **extra: Any) -> int:
+        """The checkpoint of the completed rounds (plus ``extra``: a round's progress); bytes written."""
         client_bytes = self.local_states.write_changed()
         path = save_checkpoint(self.checkpoint_dir, {
             "fingerprint": self.fingerprint,
-            "completed_rounds": done,
+            "completed_rounds": self.completed_rounds,
             "schedule": self.schedule,
             "client_files": self.local_states.files(),
             "strategy": self.strategy.state_dict(),
             "rng": global_rng_state(),
             "metrics": self.metrics,
             **self._model_payload(),
+            **extra,
         })
         self.local_states.commit()
         self._last_checkpoint = time.monotonic()
-        return time.perf_counter() - start, client_bytes + path.stat().st_size
+        return client_bytes + path.stat().st_size
+
+    def _epoch_checkpointer(self, task: ClientTask,
+                            generators: Mapping[str, torch.Generator]) -> Callable[[LocalProgress], None]:
+        """``train_client``'s epoch hook: the checkpoint inside a round, when due or asked for (then stop).
+
+        It holds the round's progress (key ``epoch``: client, round, counts, loss sums) and everything the
+        rest of the round draws on: the method's whole state, the optimizer's, the three generators and
+        the global RNG. The round's last epoch is left to the round's own checkpoint."""
+        def save(progress: LocalProgress) -> None:
+            if self.checkpoint_dir is None or progress.epochs == self.config.local_epochs:
+                return
+            recent = time.monotonic() - self._last_checkpoint < self.checkpoint_interval_s
+            if (progress.epochs % self.checkpoint_epochs or recent) and not preemption.requested():
+                return
+            self._write_checkpoint(epoch={
+                "client": task.client_id, "round": task.round_index, "epochs": progress.epochs,
+                "steps": progress.steps, "images": progress.images, "sums": progress.sums,
+                "method": snapshot(self.method), "optimizer": self.optimizer.state_dict(),
+                "generators": {name: g.get_state() for name, g in generators.items()}, "rng": global_rng_state()})
+            preemption.stop_if_requested(f"after epoch {progress.epochs} of round {task.round_index + 1}")
+        return save
+
+    def _restore_epoch(self, task: ClientTask, generators: Mapping[str, torch.Generator]) -> LocalProgress | None:
+        """The progress of ``task``'s round from the checkpoint resumed from, its states restored (None: the
+        checkpoint holds no part of this round; it is used once)."""
+        saved = self._epoch_resume
+        if saved is None or (saved["client"], saved["round"]) != (task.client_id, task.round_index):
+            return None
+        self._epoch_resume = None
+        load_state_(self.method, saved["method"])
+        self.optimizer.load_state_dict(saved["optimizer"])
+        for name, generator in generators.items():
+            generator.set_state(saved["generators"][name].cpu())
+        set_global_rng_state(saved["rng"])
+        return LocalProgress(saved["epochs"], saved["steps"], saved["images"], dict(saved["sums"]))
 
 
 class FLSimulator(Simulator):

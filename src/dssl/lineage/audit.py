@@ -238,12 +238,24 @@ def _lookup(params: dict[str, Any], dotted: str) -> Any:
 
 
 class RunIndex:
-    """The runs of the project's MLflow store, read once (MLflow is imported only here)."""
+    """The runs of the project's MLflow store, read once (MLflow is imported only here).
+
+    A store that cannot be read (a damaged SQLite file, a server that fails) leaves the lock part of the
+    lineage intact: every run is then reported as not found and ``problem`` says why, once."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
         self._runs: list | None = None
         self._client = None
+        self.problem: str | None = None
+
+    def _unreadable(self, err: Exception) -> None:
+        from dssl.tracking.mlflow_store import tracking_uri
+
+        first = next((line for line in str(err).splitlines() if line.strip()), "")
+        reason = f"{type(err).__name__}: {first}"
+        self.problem = self.problem or f"tracking store {tracking_uri(self.root)} unreadable ({reason})"
+        self._runs = []
 
     @property
     def client(self):
@@ -259,9 +271,12 @@ class RunIndex:
         return self._client
 
     def by_id(self, run_id: str | None) -> RunInfo | None:
-        if not run_id or not self._store_exists():
+        if not run_id or not self._store_exists() or self.problem:
             return None
         try:
+            self._all()   # reads the store once: a damaged one is told from an unknown id
+            if self.problem:
+                return None
             run = self.client.get_run(run_id)
         except Exception:  # noqa: BLE001 - MLflow raises its own exception for an unknown id
             return None
@@ -297,9 +312,12 @@ class RunIndex:
         if self._runs is None:
             self._runs = []
             if self._store_exists():
-                experiments = self.client.search_experiments()
-                ids = [e.experiment_id for e in experiments]
-                self._runs = list(self.client.search_runs(ids, max_results=50000)) if ids else []
+                try:
+                    experiments = self.client.search_experiments()
+                    ids = [e.experiment_id for e in experiments]
+                    self._runs = list(self.client.search_runs(ids, max_results=50000)) if ids else []
+                except Exception as err:  # noqa: BLE001 - SQLAlchemy's, MLflow's or the server's error
+                    self._unreadable(err)
         return self._runs
 
 

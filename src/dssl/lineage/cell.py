@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from dssl.lineage.lock import LineageError, LockedStage
+from dssl.tracking import project_root
 
 RUN_ENTRY = re.compile(r"seed (-?\d+): (\S+) \(([^)\s]+)\)")
 
@@ -31,10 +33,24 @@ def _squash(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
-def cell_runs(table: Path, row: str, column: str) -> tuple[dict[str, str], list[CellRun]]:
-    """The CSV row of the cell and the runs it lists, one per seed."""
+def report_command(root: Path) -> str:
+    """The command that brings the report of the pipeline folder ``root`` (and whatever it reads) up to
+    date, as typed in the working folder: DVC names a stage of another folder's dvc.yaml only as
+    ``<dvc.yaml>:<stage>``, and a bare ``dvc repro report`` works in the pipeline folder alone."""
+    return f"dvc repro {Path(os.path.relpath(Path(root) / 'dvc.yaml')).as_posix()}:report"
+
+
+def record_command(root: Path) -> str:
+    """The command that records a Snakemake run of the pipeline folder ``root`` in its dvc.lock files."""
+    return f"dvc commit -f -R {Path(os.path.relpath(root)).as_posix()}"
+
+
+def cell_runs(table: Path, row: str, column: str, root: Path | None = None) -> tuple[dict[str, str], list[CellRun]]:
+    """The CSV row of the cell and the runs it lists, one per seed (``root``: the table's pipeline folder;
+    None: the nearest folder above the table holding a dvc.yaml)."""
     if not table.is_file():
-        raise LineageError(f"{table}: no such table; the report stage writes it (`dvc repro report`)")
+        folder = root if root is not None else project_root(Path(table).resolve().parent)
+        raise LineageError(f"{table}: no such table; the report stage writes it (`{report_command(folder)}`)")
     with open(table, newline="") as handle:
         rows = list(csv.DictReader(handle))
     missing = {"row", "dataset", "setting", "runs"} - set(rows[0] if rows else {})
@@ -63,7 +79,7 @@ def result_file(root: Path, lock: dict[str, LockedStage], run: CellRun) -> str:
     stage = lock.get(run.stage)
     if stage is None:
         raise LineageError(f"stage {run.stage} (seed {run.seed}) is not in dvc.lock; the table is newer than "
-                           "the lock: run `dvc repro` (or `dvc commit -f` after Snakemake)")
+                           f"the lock: run `{report_command(root)}` (or `{record_command(root)}` after Snakemake)")
     for out in stage.outs:
         folder = Path(root) / out.path
         for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
@@ -73,4 +89,4 @@ def result_file(root: Path, lock: dict[str, LockedStage], run: CellRun) -> str:
             except (json.JSONDecodeError, AttributeError):
                 continue
     raise LineageError(f"no result file of {run.stage} holds MLflow run {run.run_id} (seed {run.seed}): the "
-                       "results were rebuilt after the table; re-run the report (`dvc repro report`)")
+                       f"results were rebuilt after the table; re-run the report (`{report_command(root)}`)")

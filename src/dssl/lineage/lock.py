@@ -70,7 +70,7 @@ def read_lock(root: Path) -> dict[str, LockedStage]:
     paths = lock_files(root)
     if not paths:
         raise LineageError(f"{Path(root) / LOCK_FILE}: no dvc.lock, so nothing records what produced the results. "
-                           "Run `dvc repro` (or `dvc commit -f` after Snakemake) first.")
+                           f"Run `cd {root} && dvc repro` (or `dvc commit -f -R {root}` after Snakemake) first.")
     stages: dict[str, LockedStage] = {}
     for path in paths:
         try:

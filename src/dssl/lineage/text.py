@@ -14,6 +14,8 @@ def render_text(answer: dict[str, Any]) -> str:
     lines: list[str] = []
     if answer.get("params_file"):
         lines += [f"params file {answer['params_file']}, pipeline folder {answer.get('pipeline', '.')}", ""]
+    if answer.get("tracking_problem"):
+        lines += [f"{answer['tracking_problem']}: no MLflow run is shown below", ""]
     if answer.get("cell"):
         cell = answer["cell"]
         lines += [f"Table cell {cell['row']!r} / {cell['dataset']} {cell['setting']} in {answer['table']}: "

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dssl.pipeline.common import Stage, StageError, atomic_dir
+from dssl.pipeline.common import Stage, atomic_dir
 from dssl.pipeline.layout import cell_path, client_dir, features_dir, model_dir, prepared_dir, seed_dir
 from dssl.tracking import StageRecord
 
@@ -35,17 +35,22 @@ def model_label(client: int) -> str:
     return f"local {client + 1}"
 
 
-def encoder_files(model: str, partition: str, strategy: str, clients: list[int], seed: int) -> dict[str, Path]:
-    """Label -> encoder.pt of every model the figure shows; a missing one is a StageError naming its stage."""
+def encoder_files(params: dict, model: str, partition: str, strategy: str, clients: list[int],
+                  seed: int) -> dict[str, Path]:
+    """Label -> encoder.pt of every model the figure shows; a missing one is an ``ArtifactError`` on its path,
+    to which ``dssl <stage>`` adds the command that writes it (the dispatch knows the catalogue, a stage's
+    code does not depend on it)."""
+    from dssl.artifacts import ArtifactError
+
     local_dir = model_dir("local", cell_path(model, partition)) / seed_dir(seed)
     files = {model_label(c): local_dir / client_dir(c) / "encoder.pt" for c in clients}
     files[GLOBAL] = model_dir("fl", cell_path(model, partition, strategy)) / seed_dir(seed) / "encoder.pt"
     missing = [label for label, path in files.items() if not path.is_file()]
     if missing:
-        producer = (f"pretrain_fl@{model}-{partition}-{strategy}" if missing == [GLOBAL]
-                    else f"pretrain_local@{model}-{partition} "
-                         f"(pretrain.local.clients.{partition} must train {clients})")
-        raise StageError(f"no encoder of {missing} for seed {seed} under models/; run {producer} first")
+        trained = (params["pretrain"].get("local") or {}).get("clients", {}).get(partition)
+        untrained = [c for c in clients if trained is not None and c not in trained]
+        hint = f"; clients {untrained} are not among pretrain.local.clients.{partition}" if untrained else ""
+        raise ArtifactError(files[missing[0]], f"missing (no encoder of {missing} for seed {seed}){hint}")
     return files
 
 
@@ -82,6 +87,7 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
     import numpy as np
     import pandas as pd
 
+    from dssl.data.imageset import save_arrays
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.evaluation.common import extract_features
     from dssl.pipeline.evaluate import _downstream, _encoder
@@ -92,7 +98,7 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
     section = params["features"]
     seed, dataset = int(section["seed"]), section["dataset"]
     clients = [int(c) for c in section["clients"]]
-    files = encoder_files(model, partition, strategy, clients, seed)
+    files = encoder_files(params, model, partition, strategy, clients, seed)
     device = str(stage_device({}))   # auto: inference on a few hundred images needs no request of its own
     size, backbone = params["pretrain"]["image_size"], params["models"][model]["backbone"]
     train, test = _downstream(dataset, size)
@@ -112,8 +118,9 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
               "clients": clients, "dataset": dataset, "split": "test", "images": int(len(indices)),
               "models": list(files), "embedding": f"PCA to {PCA_DIMENSIONS} dimensions, then 2-D t-SNE"}
     with atomic_dir(out) as tmp:
-        np.savez(tmp / "features.npz", labels=labels, indices=indices,
-                 **{name.replace(" ", "_"): matrix for name, matrix in features.items()})
+        # np.savez would stamp the write time into the archive: save_arrays' bytes depend on the arrays only
+        save_arrays(tmp / "features.npz", labels=labels, indices=indices,
+                    **{name.replace(" ", "_"): matrix for name, matrix in features.items()})
         pd.DataFrame(rows).to_csv(tmp / "embedding.csv", index=False, float_format="%.5f")
         (tmp / "features.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     read = {"features": section, "pretrain": {"image_size": size}, "models": {model: params["models"][model]},

@@ -9,12 +9,13 @@ seed) and every random stream of the run. Seeds train side by side on the cores 
 A training section (``pretrain.<framework>.train``, or a strategy entry's ``train``) may set the step
 options (``dssl.training.options``: ``device``, ``precision``, ``channels_last``, ``compile``); the
 device is resolved before anything is loaded, and a ``cuda`` request without a GPU stops the stage.
-A SIGTERM or SIGUSR1 stops the stage after the round under way, its checkpoint written
-(``training.preemption``).
+A SIGTERM or SIGUSR1 stops the stage after the round (central, stand-alone: the epoch) under way, its
+checkpoint written (``training.preemption``).
 Checkpoints go to ``checkpoints/<stage>/seed-<s>/`` (outside the stage's DVC outputs, which DVC deletes
-before a run), written after a round once a minute has passed since the last (``SAVE_EVERY_S``), so a
-killed stage resumes each seed from its last checkpoint; the final weights equal those of an
-uninterrupted run. The outputs are written only when every seed has completed; then
+before a run), written after a round (central and stand-alone training: an epoch) as often as params.yaml's
+``checkpoint`` section asks (``training.preemption.checkpoint_interval``; no stage input: changing it
+re-runs nothing), so a killed stage resumes each seed from its last checkpoint; the final weights equal
+those of an uninterrupted run. The outputs are written only when every seed has completed; then
 the stage's checkpoints are removed (as an evaluation stage removes its own).
 """
 
@@ -30,12 +31,12 @@ from pathlib import Path
 from dssl.config.grids import cell_seeds
 from dssl.config.sections import backbone_family
 from dssl.pipeline.common import Stage, StageError, atomic_dir
-from dssl.pipeline.layout import (CHECKPOINTS, cell_path, client_dir, graph_file, model_dir, partition_dir,
-                                  prepared_dir, seed_dir)
+from dssl.pipeline.layout import (CHECKPOINTS, SINGLE_CLIENT_STRATEGY, cell_path, client_dir, graph_file, model_dir,
+                                  partition_dir, prepared_dir, seed_dir)
 from dssl.pipeline.workers import client_state_storage, client_worker_count, run_tasks, stage_device
 from dssl.tracking import StageRecord
 from dssl.tracking.lineage import hardware
-from dssl.training.preemption import SAVE_EVERY_S
+from dssl.training.preemption import CheckpointInterval, checkpoint_interval
 
 
 def build_method(params: dict, model: str, seed: int, device: str = "cpu"):
@@ -97,6 +98,11 @@ class Cell:
         return cell_path(self.model, self.place, self.strategy)
 
 
+# What training one seed (or stand-alone client) returns to the stage: its summary metrics, and its
+# per-round timings (MLflow metrics at steps 1, 2, ...).
+SeedMetrics = tuple[dict[str, float], dict[str, list[float]]]
+
+
 def summary_metrics(result) -> dict[str, float]:
     rounds = result.metrics
     # Orchestra's round 0 only initialises its centroids: no step, no loss (NaN); the first loss is the
@@ -111,9 +117,17 @@ def summary_metrics(result) -> dict[str, float]:
     }
 
 
-def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict) -> dict[str, float]:
-    """Save one seed's weights (whole method and encoder alone) and history; return its metrics."""
+def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict) -> SeedMetrics:
+    """Save one seed's weights (whole method and encoder alone) and history; return its metrics and its
+    per-round timings.
+
+    history.json, like the weights, is a function of the stage's inputs: it holds no timing and no count
+    of resumed rounds, which differ from run to run (an identical rerun would otherwise change the
+    output's hash and put every evaluation reading it out of date). Those go to the seed's MLflow run:
+    ``summary_metrics``, and the per-round timings as metrics at steps 1, 2, ... (``ROUND_TIMINGS``)."""
     import torch
+
+    from dssl.federation.simulator import round_outcomes, round_timings
 
     method.load_state_dict(result.final_state)
     method.cpu()  # weights are saved device-free
@@ -125,11 +139,10 @@ def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict)
                   "encoder": sum(p.numel() for p in method.encoder.parameters())}
     history = {"stage": cell.stage, "seed": seed, "params": cell.read, **extra, "parameters": parameters,
                "hardware": hardware(), "device": cell.device,
-               "schedule": result.schedule,
-               "rounds": result.metrics, "resumed_rounds": result.resumed_rounds,
+               "schedule": result.schedule, "rounds": round_outcomes(result.metrics),
                "final_model_index": result.final_index}
     (folder / "history.json").write_text(json.dumps(history, indent=1, sort_keys=True, default=float) + "\n")
-    return summary_metrics(result)
+    return summary_metrics(result), {f"round.{key}": values for key, values in round_timings(result.metrics).items()}
 
 
 @dataclass(frozen=True)
@@ -145,7 +158,7 @@ class Task:
         return seed_dir(self.seed) if self.client is None else f"{seed_dir(self.seed)}/{client_dir(self.client)}"
 
 
-def _train_seed(run_seed, cell: Cell, params: dict, out: Path, task: Task) -> dict[str, float]:
+def _train_seed(run_seed, cell: Cell, params: dict, out: Path, task: Task) -> SeedMetrics:
     """Train one seed of ``cell`` into ``out/seed-<s>`` (runs in a worker process)."""
     method, result, extra = run_seed(cell, params, task.seed)
     return _save_seed(out / task.folder, cell, task.seed, method, result, extra)
@@ -154,7 +167,8 @@ def _train_seed(run_seed, cell: Cell, params: dict, out: Path, task: Task) -> di
 def _run_cell(stage: Stage, cell: Cell, train, tasks: list[Task] | None = None) -> Path:
     """Every task of the cell (default: one per seed) into one atomically written folder, then one
     MLflow run per task. ``train(cell, params, out, task)`` trains one task into ``out`` and returns
-    its metrics; ``run_seed(cell, params, seed)`` functions are wrapped by ``_train_seed``."""
+    its metrics and per-round timings; ``run_seed(cell, params, seed)`` functions are wrapped by
+    ``_train_seed``."""
     out = model_dir(cell.framework, cell.cell)
     if tasks is None:
         tasks, train = [Task(seed) for seed in stage.seeds], partial(_train_seed, train)
@@ -167,8 +181,8 @@ def _run_cell(stage: Stage, cell: Cell, train, tasks: list[Task] | None = None) 
         StageRecord(stage.stage_name, cell.read, {**metrics, "worker_peak_rss_mb": rss},
                     artifacts=[out / task.folder / "history.json"],
                     inputs=[prepared_dir(stage.params["pretrain"]["dataset"]), *cell.inputs],
-                    run=task.folder, seed=task.seed)
-        for task, (metrics, rss) in zip(tasks, results)
+                    run=task.folder, seed=task.seed, steps=timings)
+        for task, ((metrics, timings), rss) in zip(tasks, results)
     ]
     stage.log_runs(records)
     return out
@@ -231,13 +245,15 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
 
     method, train_set = build_method(params, cell.model, seed, cell.device)
     clients = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))
+    interval = checkpoint_interval(params)
     config = FLConfig.from_dict({**simulator_config(train_schedule(params, "fl", cell.strategy)), "seed": seed,
-                                 "optimizer": optimizer_config(params, cell.model, cell.strategy)})
+                                 "optimizer": optimizer_config(params, cell.model, cell.strategy),
+                                 "checkpoint_every": interval.every_rounds})
     strategy, _ = build_strategy(params["strategies"][cell.strategy])
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart",
                             client_workers=client_worker_count(), client_states=client_state_storage(),
-                            checkpoint_interval_s=SAVE_EVERY_S)
+                            checkpoint_interval_s=interval.every_seconds)
     return method, simulator.run(stop_when_asked), strategy_record(strategy)
 
 
@@ -270,13 +286,15 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     strategy, round_options = build_strategy(params["strategies"][cell.strategy])
     rule = round_options.pop("mixing", DEFAULT_RULE)
     mixing = mixing_matrix(adjacency, rule, sizes)
+    interval = checkpoint_interval(params)
     config = DecLConfig.from_dict({**simulator_config(train_schedule(params, "decl", cell.strategy)), **round_options,
-                                   "seed": seed, "optimizer": optimizer_config(params, cell.model, cell.strategy)})
+                                   "seed": seed, "optimizer": optimizer_config(params, cell.model, cell.strategy),
+                                   "checkpoint_every": interval.every_rounds})
     simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart",
                               client_workers=client_worker_count(), client_states=client_state_storage(),
-                              checkpoint_interval_s=SAVE_EVERY_S)
+                              checkpoint_interval_s=interval.every_seconds)
     extra = {"mixing": mixing.tolist(), "mixing_rule": rule, "order": config.order, **strategy_record(strategy)}
     return method, simulator.run(stop_when_asked), extra
 
@@ -296,18 +314,23 @@ def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> 
     return _run_cell(stage, cell, _decl_seed)
 
 
-def train_alone(method, data, schedule: dict, seed: int, optimizer: dict, checkpoint_dir: Path, run_config: dict):
+def train_alone(method, data, schedule: dict, seed: int, optimizer: dict, checkpoint_dir: Path, run_config: dict,
+                interval: CheckpointInterval = CheckpointInterval()):
     """``data`` (one client's, or the pooled set) trained for ``schedule['epochs']`` epochs in one continuous
     run: one optimizer for the whole run, as in centralised training. It is a one-client FL run of one
-    round, so it shares the simulator's training loop, checkpoints and bit-identical resumption (its one
-    round is its only checkpoint: a stop request ends it after that round)."""
+    round, so it shares the simulator's training loop, checkpoints and bit-identical resumption. Its
+    epochs are its rounds as far as ``interval`` goes: a checkpoint inside the round after every
+    ``every_rounds``-th epoch once ``every_seconds`` have passed (model, optimizer, generators and loss
+    sums: the run resumed from it ends with the same bits), and a stop request ends it after the epoch
+    under way, its checkpoint written."""
     from dssl.federation import FLConfig, FLSimulator, create_strategy
 
     steps = {key: value for key, value in simulator_config(schedule).items() if key not in ("epochs", "batch_size")}
     config = FLConfig.from_dict({"rounds": 1, "local_epochs": schedule["epochs"], "clients_per_round": 1,
                                  "batch_size": schedule["batch_size"], "seed": seed, "optimizer": optimizer, **steps})
-    simulator = FLSimulator(method, [data], create_strategy("fedavg"), config, checkpoint_dir=checkpoint_dir,
-                            run_config=run_config, on_mismatch="restart")
+    simulator = FLSimulator(method, [data], create_strategy(SINGLE_CLIENT_STRATEGY), config,
+                            checkpoint_dir=checkpoint_dir, run_config=run_config, on_mismatch="restart",
+                            checkpoint_epochs=interval.every_rounds, checkpoint_interval_s=interval.every_seconds)
     return simulator.run()
 
 
@@ -321,7 +344,7 @@ def _central_seed(cell: Cell, params: dict, seed: int):
     pooled = ClientData(train_set, np.arange(len(train_set), dtype=np.int64))
     result = train_alone(method, pooled, params["pretrain"]["central"]["train"], seed,
                          optimizer_config(params, cell.model), CHECKPOINTS / cell.stage / seed_dir(seed),
-                         {**cell.read, "seed": seed})
+                         {**cell.read, "seed": seed}, checkpoint_interval(params))
     return method, result, {}
 
 
@@ -347,7 +370,7 @@ def stand_alone_clients(params: dict, partition: str) -> list[int]:
     return clients
 
 
-def _local_client(cell: Cell, params: dict, out: Path, task: Task) -> dict[str, float]:
+def _local_client(cell: Cell, params: dict, out: Path, task: Task) -> SeedMetrics:
     """Client c of the cell's partition trained alone on its own data from seed s's initial weights
     (the same weights every FL cell of the model starts from), into ``out/seed-<s>/client-<c>``."""
     from dssl.data.partition import load_partition
@@ -357,7 +380,7 @@ def _local_client(cell: Cell, params: dict, out: Path, task: Task) -> dict[str, 
     data = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))[task.client]
     result = train_alone(method, data, params["pretrain"]["local"]["train"], task.seed,
                          optimizer_config(params, cell.model), CHECKPOINTS / cell.stage / task.folder,
-                         {**cell.read, "seed": task.seed, "client": task.client})
+                         {**cell.read, "seed": task.seed, "client": task.client}, checkpoint_interval(params))
     return _save_seed(out / task.folder, cell, task.seed, method, result, {"client": task.client})
 
 

@@ -49,6 +49,21 @@ class ReproError(Exception):
     """A stage failed (its command, or DVC recording its outputs); names the stages."""
 
 
+class ReproBusy(ReproError):
+    """Another DVC command (a first ``dssl repro``) holds the project's lock: nothing was started."""
+
+
+def _busy(root: Path) -> ReproBusy:
+    """The one line for a project whose DVC lock is held, with the holder's PID (DVC's lock file holds it)."""
+    lock = Path(root) / ".dvc" / "tmp" / "lock"
+    try:
+        pid = lock.read_text().strip() or "unknown"
+    except OSError:
+        pid = "unknown"
+    return ReproBusy(f"another `dssl repro` or DVC command (PID {pid}) is running in {root} and holds its lock "
+                     f"({lock}); wait for it to end, or stop it with `kill {pid}`, then run this again")
+
+
 def estimated_cost(stage: StageInstance, params: dict) -> float:
     """A relative estimate of a stage's compute, only to order the stages: seeds x passes over the
     training data (an FL round: clients per round x local epochs / clients; a DecL round: local epochs;
@@ -131,11 +146,15 @@ def reproduce(root: Path, targets: list[str], jobs: int, sizes: Mapping[str, tup
     returns how many ran (or were restored from DVC's cache). Raises ReproError naming the failed
     stages, once the others have finished and been recorded. ``sizes``: ``stage_sizes`` of the params
     (else every stage counts as light: one slot, DVC's order)."""
+    from dvc.lock import LockError
     from dvc.repo import Repo
 
     with contextlib.chdir(root):  # DVC resolves stage paths from the working directory
         repo = Repo(str(root))
-        run = _reproduce(repo, targets, jobs, sizes or {})
+        try:
+            run = _reproduce(repo, targets, jobs, sizes or {})
+        except LockError:   # taken before any stage starts: nothing ran
+            raise _busy(root) from None
     if run.failed:
         names = ", ".join(f"'{name}'" for name, _ in run.failed)
         blocked = f"; {len(run.pending)} stages after them did not run" if run.pending else ""

@@ -2,7 +2,7 @@
 
 ``dssl verdicts export --label <name>`` copies the report's ``claims.csv`` to
 ``reports/verdicts/<name>/`` with ``source.json``: the md5 of the params file, a digest of the code (the
-``code`` stage's manifests: every file of every stage kind's import closure), the hardware the results
+``code`` stage's manifests: every file of every stage's code), the hardware the results
 were computed on and the kernel pins they ran under (both from their result files' ``hardware``, which
 each stage writes: not from the exporting shell's environment) and the git commit. A params file's
 ``report.verdicts_elsewhere`` (label -> such a folder) puts them in its report (``reporting.verdicts``):
@@ -36,9 +36,10 @@ RECOVERY = "record it again: `dssl verdicts export --label <name>` after a finis
 
 
 def code_digest(root: Path) -> str:
-    """md5 over every code manifest's (kind, file, md5) rows: equal exactly when the code of every stage is."""
+    """md5 over every code manifest's (kind, file, digest) rows: equal exactly when the code of every stage
+    is (the manifests of stage kinds and of the components the cells run, ``pipeline/code.py``)."""
     folder = root / CODE_MANIFESTS
-    manifests = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    manifests = sorted(folder.rglob("*.json")) if folder.is_dir() else []
     if not manifests:
         raise ArtifactError(folder, "no code manifests; run the pipeline (its code stage writes them) first")
     rows = []
@@ -66,20 +67,55 @@ def params_digest(path: Path) -> str:
     return hashlib.md5(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _labels(root: Path) -> dict[Path, str]:
+    """Each result file of the run (relative to ``root``) with its ``hardware`` label, if it has one."""
+    labels = {path.relative_to(root): json.loads(path.read_text()).get("hardware")
+              for path in sorted((root / METRICS).rglob("*.json"))}
+    return {path: label for path, label in labels.items() if label}
+
+
 def _hardware(root: Path) -> list[str]:
     """The distinct ``hardware`` labels of the run's result files."""
-    labels = {json.loads(path.read_text()).get("hardware") for path in (root / METRICS).rglob("*.json")}
-    return sorted(label for label in labels if label)
+    return sorted(set(_labels(root).values()))
 
 
-def _kernel_pins(hardware: list[str]) -> dict[str, str]:
-    """The kernel pins every result file ran under (``hardware`` labels); a mix of pins is refused."""
+def _kernel_pins(root: Path, params_path: Path, hardware: list[str]) -> dict[str, str]:
+    """The kernel pins every result file ran under (``hardware`` labels); a mix of pins is refused, with
+    the command that reruns the stages of the fewer files under the pins of the others."""
     pins = {json.dumps(label_pins(label), sort_keys=True) for label in hardware}
     if len(pins) > 1:
         raise StageError(f"the result files ran under different kernel pins ({'; '.join(hardware)}): rerun the "
-                         "stages of the other setting with the pins of the run to record (`dvc repro -f <stage>`), "
-                         "then export")
+                         f"stages of the other setting with the pins of the run to record "
+                         f"({_rerun_advice(root, params_path)}), then export")
     return json.loads(pins.pop()) if pins else {}
+
+
+def _rerun_advice(root: Path, params_path: Path) -> str:
+    """``dvc repro -s -f`` of the stages whose result files ran under other pins than most, in an
+    environment with most files' pins (``env -u`` drops a pin those files did not have); the files
+    themselves where the params file names no stage that writes them."""
+    from dssl.config.checker import ParamsError
+    from dssl.config.params import read_params
+    from dssl.pipeline.catalogue import producer
+    from dssl.pipeline.dvcfile import recovery_command
+
+    groups: dict[str, list[Path]] = {}
+    for path, label in _labels(root).items():
+        groups.setdefault(json.dumps(label_pins(label), sort_keys=True), []).append(path)
+    keep = max(groups, key=lambda key: len(groups[key]))
+    others = [path for key, paths in groups.items() if key != keep for path in paths]
+    try:
+        params = read_params(root / params_path)
+        stages = [producer(params, path) for path in others]
+    except (OSError, KeyError, TypeError, ValueError, ParamsError):   # a params file without those stages
+        stages = [None]
+    if None in stages:
+        return f"the stages that wrote {', '.join(path.as_posix() for path in others)}"
+    wanted = json.loads(keep)
+    unset = sorted({name for key in groups for name in json.loads(key)} - set(wanted))
+    environment = [*(f"-u {name}" for name in unset), *(f"{name}={value}" for name, value in sorted(wanted.items()))]
+    targets = sorted({recovery_command(stage).removeprefix("dvc repro -s -f ") for stage in stages})
+    return f"`{' '.join([*(['env', *environment] if environment else []), 'dvc repro -s -f', *targets])}`"
 
 
 def _commit(root: Path) -> str | None:
@@ -91,7 +127,7 @@ def source(root: Path, params_path: Path) -> dict:
     """What a run's verdicts depend on: its params and code, hardware and kernel pins."""
     hardware = _hardware(root)
     return {"params_digest": params_digest(root / params_path), "code_digest": code_digest(root),
-            "hardware": hardware, "kernels": _kernel_pins(hardware),
+            "hardware": hardware, "kernels": _kernel_pins(root, params_path, hardware),
             "commit": _commit(root), "created": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 

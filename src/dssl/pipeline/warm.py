@@ -13,6 +13,8 @@ Safety rules, each for a reason:
 - Any change to the package's source files after the server started makes it refuse the request and
   exit, so a stage never runs stale code; the caller then runs the command itself.
 - Without a server (or with DSSL_WARM=0) every command simply runs in its own process.
+- A stage dies with its caller: killed (kill -9 included), the caller's connection closes and the stage's
+  waiter kills the stage, as the kill of a process group would have killed a stage running in it.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ HEAVY_MODULES = (
     "dssl.data.datasets", "dssl.data.partition", "dssl.methods", "dssl.models",
     "dssl.federation", "dssl.evaluation.linear_probe", "dssl.evaluation.finetune", "dssl.evaluation.knn",
     "dssl.evaluation.few_shot", "dssl.tracking", "dssl.topology.graphs", "dssl.pipeline.catalogue",
-    "dssl.config.sections", "dssl.theory.sweep",
+    "dssl.config.sections", "dssl.theory.sweep", "dssl.theory.theorems", "dssl.theory.improvement_study",
 )
 _HEADER = struct.Struct("!I")
+CALLER_POLL_S = 0.5   # how often a waiter without a pidfd looks for its stage's end
 
 
 def socket_path(root: Path) -> Path:
@@ -156,11 +159,55 @@ def _handle(conn: socket.socket, server: socket.socket, run: Callable[[list[str]
         _become_stage(request, fds, run)
     for fd in fds:
         os.close(fd)
-    _send_json(conn, {"pid": child})
-    _, status = os.waitpid(child, 0)
-    code = os.waitstatus_to_exitcode(status)
-    _send_json(conn, {"status": code if code >= 0 else 128 - code})
-    os._exit(0)
+    try:   # a forked copy of the server: nothing may return into its loop, whatever happens here
+        _tell(conn, {"pid": child})
+        code = os.waitstatus_to_exitcode(_wait_for_stage(child, conn))
+        _tell(conn, {"status": code if code >= 0 else 128 - code})
+    finally:
+        os._exit(0)
+
+
+def _tell(conn: socket.socket, payload: dict) -> None:
+    """Send to the caller, if it is still there (a killed caller is no one to tell)."""
+    try:
+        _send_json(conn, payload)
+    except OSError:
+        pass
+
+
+def _wait_for_stage(child: int, conn: socket.socket) -> int:
+    """The stage's wait status. Its caller sends nothing after its request, so the connection closing
+    first means the caller is gone (kill -9 of `dssl repro`'s process group): the stage, in a session of
+    its own, is then killed as the caller was, so that nothing of a killed run trains on unseen and writes
+    its outputs behind the rerun's back (its workers die with it, ``dssl.orphans``). Both ends are
+    watched at once (a pidfd of the stage; where there is none, its end is polled)."""
+    import select
+
+    try:
+        ended: int | None = os.pidfd_open(child)
+    except (AttributeError, OSError):
+        ended = None
+    try:
+        while True:
+            done, status = os.waitpid(child, os.WNOHANG)
+            if done:
+                return status
+            watched = [conn] if ended is None else [conn, ended]
+            readable, _, _ = select.select(watched, [], [], CALLER_POLL_S if ended is None else None)
+            if conn in readable and not _received(conn):
+                os.kill(child, signal.SIGKILL)
+                return os.waitpid(child, 0)[1]
+    finally:
+        if ended is not None:
+            os.close(ended)
+
+
+def _received(conn: socket.socket) -> bytes:
+    """What the caller sent (nothing is expected: b'' when it is gone, its connection closed or reset)."""
+    try:
+        return conn.recv(4096)
+    except OSError:
+        return b""
 
 
 def _become_stage(request: dict, fds: list[int], run: Callable[[list[str]], int]) -> None:

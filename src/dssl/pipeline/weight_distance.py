@@ -21,7 +21,8 @@ import json
 from pathlib import Path
 
 from dssl.config.grids import shared_seeds
-from dssl.pipeline.common import Stage, StageError, atomic_dir
+from dssl.artifacts import ArtifactError
+from dssl.pipeline.common import Stage, atomic_dir
 from dssl.pipeline.layout import cell_path, client_dir, distances_dir, model_dir, seed_dir
 from dssl.tracking import StageRecord
 
@@ -41,14 +42,17 @@ def seed_distances(global_encoder: dict, locals_: dict[int, dict]) -> dict[str, 
     return {f"{a} vs {b}": d for (a, b), d in pairwise_weight_distances(models, form=FORM).items()}
 
 
-def _local_encoder_files(model: str, partition: str, clients: list[int],
+def _local_encoder_files(params: dict, model: str, partition: str, clients: list[int],
                          seeds: list[int]) -> dict[tuple[int, int], Path]:
     local_dir = model_dir("local", cell_path(model, partition))
     files = {(seed, c): local_dir / seed_dir(seed) / client_dir(c) / "encoder.pt" for seed in seeds for c in clients}
     missing = sorted({c for (_, c), path in files.items() if not path.is_file()})
     if missing:
-        raise StageError(f"{local_dir} has no stand-alone encoder of clients {missing}; add them to "
-                         f"pretrain.local.clients.{partition} and run pretrain_local@{model}-{partition} first")
+        trained = (params["pretrain"].get("local") or {}).get("clients", {}).get(partition)
+        untrained = [c for c in missing if trained is not None and c not in trained]
+        hint = f"; clients {untrained} are not among pretrain.local.clients.{partition}" if untrained else ""
+        first = next(path for (_, c), path in files.items() if c in missing and not path.is_file())
+        raise ArtifactError(first, f"missing (no stand-alone encoder of clients {missing}){hint}")
     return files
 
 
@@ -62,9 +66,8 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
     global_dir = model_dir("fl", cell_path(model, partition, strategy))
     missing = [s for s in stage.seeds if not (global_dir / seed_dir(s) / "encoder.pt").is_file()]
     if missing:
-        raise StageError(f"{global_dir} has no encoder.pt for seeds {missing}; run pretrain_fl@{model}-{partition}-"
-                         f"{strategy} first")
-    local_files = _local_encoder_files(model, partition, clients, stage.seeds)
+        raise ArtifactError(global_dir / seed_dir(missing[0]) / "encoder.pt", f"missing (seeds {missing})")
+    local_files = _local_encoder_files(params, model, partition, clients, stage.seeds)
     out = distances_dir(cell_path(model, partition, strategy))
     read = {"weight_distance": {"clients": params["weight_distance"]["clients"]}, "seeds": stage.seeds}
     records = []

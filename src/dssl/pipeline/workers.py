@@ -16,13 +16,17 @@ shares the cores (Fig. 2a's 3-seed DecL cell: 51-54 s with 3 workers, 61-63 s wi
 result, since each task still uses exactly one thread.
 
 Workers are forked (torch is already imported, no thread pool has started: forking is safe) and
-return plain results; the stage process writes outputs and logs to MLflow.
+return plain results; the stage process writes outputs and logs to MLflow. A worker ends with the stage's
+process, however that ends (kill -9 included: ``dssl.orphans``): an orphan would train on into the dead
+stage's temporary output and then wait forever for work.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Callable, Sequence, TypeVar
+
+from dssl.orphans import die_with_parent
 
 Task = TypeVar("Task")
 Result = TypeVar("Result")
@@ -114,6 +118,12 @@ def _single_thread() -> None:
     torch.set_num_threads(THREADS_PER_TASK)
 
 
+def _start_worker(stage: int) -> None:
+    """A pool worker's start: it dies with the stage process ``stage``, and uses one torch thread."""
+    die_with_parent(stage)
+    _single_thread()
+
+
 def _run_one(job: tuple[Callable[[Task], Result], Task]) -> tuple[Result, float]:
     """Run one task; return its result and the worker's peak resident memory (MiB)."""
     import resource
@@ -141,7 +151,10 @@ def run_tasks(function: Callable[[Task], Result], tasks: Sequence[Task], device=
     # (dssl.training.preemption), so an idle worker would never end. The executor ends its workers with
     # sentinels once the tasks that started are done.
     context = multiprocessing.get_context("fork")
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_single_thread) as pool:
+    # The workers are forked here, in the stage's main thread (the executor starts them all at the first
+    # submit), which outlives them, as their parent-death signal requires.
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                             initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(_run_one, job) for job in jobs]
         try:
             return [future.result() for future in futures]

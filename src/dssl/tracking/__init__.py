@@ -15,11 +15,11 @@ from pathlib import Path
 from dssl.tracking import outbox
 from dssl.tracking.inputs import input_md5s
 from dssl.tracking.lineage import engine, git_state, hardware, params_hash
-from dssl.tracking.mlflow_store import init_store, project_root, tracking_uri
+from dssl.tracking.mlflow_store import bounded_retries, init_store, project_root, store_problem, tracking_uri
 from dssl.tracking.outbox import TrackingUnavailable
 
-__all__ = ["StageRecord", "TrackingUnavailable", "log_stage", "log_stages", "init_store", "project_root",
-           "stage_runs", "sync", "tracking_uri"]
+__all__ = ["StageRecord", "TrackingUnavailable", "check_store", "log_stage", "log_stages", "init_store",
+           "project_root", "stage_runs", "sync", "tracking_uri"]
 
 
 BATCH = 100
@@ -58,6 +58,9 @@ class StageRecord:
     # What this run resolved from the params it read (an evaluation's per-dataset config): logged as
     # params under "run.", outside params_hash, which stays the hash of the params the stage read.
     run_params: dict = field(default_factory=dict)
+    # Metrics with one value per step (a pretraining run's per-round timings), logged at steps 1, 2, ...:
+    # what varies from run to run stays out of the stage's outputs (DVC would see every rerun as a change).
+    steps: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def run_name(self) -> str:
@@ -91,6 +94,7 @@ def run_payload(record: StageRecord, profile: str, root: Path, common: dict[str,
     return {"profile": profile, "run_name": record.run_name, "start_time": int(time.time() * 1000),
             "tags": _run_tags(record, profile, root, common), "params": flat,
             "metrics": {k: float(v) for k, v in record.metrics.items()},
+            "steps": {k: [float(v) for v in values] for k, values in record.steps.items()},
             "artifacts": [str(root / artifact) for artifact in record.artifacts]}
 
 
@@ -101,6 +105,8 @@ def send(client, experiment_id: str, payload: dict) -> str:
     run = client.create_run(experiment_id, run_name=payload["run_name"], start_time=payload["start_time"])
     now = payload["start_time"]
     metrics = [Metric(metric_name(k), v, now, 0) for k, v in payload["metrics"].items()]
+    metrics += [Metric(metric_name(k), v, now, step) for k, values in payload.get("steps", {}).items()
+                for step, v in enumerate(values, 1)]
     params = [Param(metric_name(k), v) for k, v in payload["params"].items()]
     run_tags = [RunTag(k, v) for k, v in payload["tags"].items()]
     # MLflow caps one batch at 1000 metrics, 100 params and 100 tags.
@@ -117,8 +123,10 @@ def log_stages(records: list[StageRecord], profile: str, root: Path | None = Non
                patch: list[list[Path]] | None = None) -> list[str]:
     """Log finished stage runs to the project's MLflow store; returns run ids.
 
-    A run identical to one logged before by ``dssl tracking sync`` or by a partly logged stage (same
-    stage, run name, params, inputs and code; ``outbox``) is not logged again: its id is returned.
+    Every run logged is remembered by the result it describes (stage, run name, params, inputs and code:
+    ``outbox.run_key``), so a run identical to one logged before, here, by ``dssl tracking sync`` or by a
+    stage that failed after logging (its result files could not be written), is not logged again: its id
+    is returned. Requests retry a bounded time (``mlflow_store.bounded_retries``).
     When the store cannot be reached, the runs not yet logged wait in the outbox (with ``patch[i]``,
     the files that should carry run i's id) and ``TrackingUnavailable`` is raised, holding the ids of
     the runs that were logged.
@@ -129,12 +137,16 @@ def log_stages(records: list[StageRecord], profile: str, root: Path | None = Non
     patch = patch or [[] for _ in records]
     run_ids: list[str | None] = [outbox.logged_id(root, payload) for payload in payloads]
     try:
-        if not all(run_ids):
-            client, experiment_id = _client(root, profile)
-        for index, payload in enumerate(payloads):
-            if run_ids[index] is None:
-                run_ids[index] = send(client, experiment_id, payload)
-                outbox.forget(root, payload)   # it may have waited from an earlier run of the stage
+        with bounded_retries():
+            if not all(run_ids):
+                client, experiment_id = _client(root, profile)
+            for index, payload in enumerate(payloads):
+                if run_ids[index] is None:
+                    run_ids[index] = send(client, experiment_id, payload)
+                    # remembered by the result it describes: a rerun after a failure that follows (the
+                    # result files' write) finds it and logs it no second time
+                    outbox.remember(root, payload, run_ids[index])
+                    outbox.forget(root, payload)   # it may have waited from an earlier run of the stage
     except Exception as error:  # noqa: BLE001 - filtered by is_unreachable
         if not outbox.is_unreachable(error):
             raise
@@ -152,6 +164,17 @@ def log_stages(records: list[StageRecord], profile: str, root: Path | None = Non
     return run_ids
 
 
+def check_store(root: Path) -> None:
+    """Stop before any work when the tracking server does not answer (``TrackingUnavailable``, exit 69),
+    rather than train and then wait on it: a check of seconds (``mlflow_store.store_problem``)."""
+    problem = store_problem(root)
+    if problem is not None:
+        raise TrackingUnavailable(
+            f"the tracking store {tracking_uri(root)} does not answer ({problem}); nothing was run: start it "
+            "(`dssl tracking serve`) or set MLFLOW_TRACKING_URI to one that runs (unset: the project's own "
+            "SQLite store), then run this command again", [])
+
+
 def _client(root: Path, profile: str):
     import mlflow
 
@@ -166,8 +189,9 @@ def sync(root: Path) -> tuple[int, list[str]]:
         payload = json.loads(path.read_text())
         patch = payload.pop("patch", [])
         try:
-            client, experiment_id = _client(root, payload["profile"])
-            run_id = outbox.logged_id(root, payload) or send(client, experiment_id, payload)
+            with bounded_retries():
+                client, experiment_id = _client(root, payload["profile"])
+                run_id = outbox.logged_id(root, payload) or send(client, experiment_id, payload)
         except Exception as error:  # noqa: BLE001 - reported, the entry stays
             if not outbox.is_unreachable(error):
                 raise

@@ -5,7 +5,9 @@ Creating a fresh SQLite store from several processes at once corrupts it, so cre
 experiment) happens under an exclusive file lock; `dssl tracking init` does it before Snakemake
 starts parallel jobs, and every stage re-checks under the same lock, so the order never matters.
 A server creates its own schema; jobs on several nodes share no lock, so there an experiment another
-job created first is simply looked up again.
+job created first is simply looked up again. A stage asks a server whether it answers before it trains
+(``check_store``: seconds, exit 69 when it does not), and its later requests retry a bounded time
+(``bounded_retries``: MLflow's own defaults retry for ~4.5 minutes per request).
 MLflow costs ~3 s to import: it is imported here only, and only when a stage logs.
 """
 
@@ -42,6 +44,46 @@ def tracking_uri(root: Path) -> str:
 def is_server(uri: str) -> bool:
     """A tracking server (it stores artifacts itself) rather than a database file the client opens."""
     return uri.startswith(("http://", "https://"))
+
+
+# MLflow's HTTP retry settings for a stage's requests, unless the environment sets them: 2 retries after
+# 1 and 2 s, 10 s per attempt, so an unreachable server costs at most ~35 s, not MLflow's ~4.5 minutes.
+RETRY_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+CHECK_TIMEOUT_S = 5.0
+
+
+@contextmanager
+def bounded_retries() -> Iterator[None]:
+    """MLflow requests in the block retry a bounded time (``RETRY_DEFAULTS`` where the environment sets
+    none); the environment is restored after, so no child process inherits the settings."""
+    added = {key: value for key, value in RETRY_DEFAULTS.items() if key not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def store_problem(root: Path) -> str | None:
+    """Why the tracking server does not answer (None: it answers, or the store is the project's SQLite
+    file). One request to its ``/health`` page with a ``CHECK_TIMEOUT_S`` limit: a closed port fails at
+    once, a host or port that never answers after the limit; any HTTP answer counts as an answer."""
+    import urllib.error
+    import urllib.request
+
+    uri = tracking_uri(root)
+    if not is_server(uri):
+        return None
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=CHECK_TIMEOUT_S):
+            return None
+    except urllib.error.HTTPError:
+        return None   # it answered (an error page, a login): the requests themselves will tell
+    except (OSError, ValueError) as err:
+        reason = getattr(err, "reason", None) or err
+        return f"{type(reason).__name__}: {str(reason).splitlines()[0][:200] if str(reason) else 'no answer'}"
 
 
 def experiment_name(profile: str) -> str:

@@ -6,9 +6,9 @@ run's name, params, metrics, tags (input md5s and code version as they were at t
 artifacts, and the result files that should carry the run's id. ``dssl tracking sync`` logs them
 and writes each run id into those files; the stage run again does the same for its own runs.
 
-``mlflow-outbox/logged/`` remembers, by the run's identity (stage, run name, params hash, inputs,
-code version), the runs logged by ``sync`` or by a stage that could log only some of its runs, so that
-the stage run again after either does not log a run twice.
+``mlflow-outbox/logged/`` remembers every run logged, by the result it describes (stage, run name,
+params hash, inputs, code version: ``run_key``), so that a stage run again does not log a run twice,
+whatever failed after the logging (the store, a full disk while the result files were written, a kill).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+from dssl.artifacts import writing
 
 OUTBOX_DIR = "mlflow-outbox"
 
@@ -45,11 +47,13 @@ def _folder(root: Path, kind: str) -> Path:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """JSON as every result file is written (one space indent, sorted keys), replaced atomically."""
+    """JSON as every result file is written (one space indent, sorted keys), replaced atomically; a failed
+    write (a full disk, a read-only folder) leaves no temporary file and is a ``WriteError`` naming it."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
-    os.replace(temporary, path)
+    with writing(path, temporary):
+        temporary.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+        os.replace(temporary, path)
 
 
 def defer(root: Path, payload: dict[str, Any], patch: list[Path]) -> Path:

@@ -7,9 +7,12 @@ on disk, and ``stop_if_requested`` raises ``Preempted`` there; the ``dssl`` comm
 ``EXIT_PREEMPTED`` (75, EX_TEMPFAIL: "try again"). Run again (requeued), the stage resumes from that
 checkpoint and ends with the same bits as a run never stopped.
 
-Safe points: pretraining, after each round's checkpoint; fine-tuning and the linear probes, after any
-optimisation step (the checkpoint is written there when a stop is requested, and after every epoch).
-So the signal must come at least one round (pretraining) or one step before the hard kill.
+Safe points: pretraining, after each round's checkpoint (central and stand-alone training, one round of
+all their epochs: after each epoch's); fine-tuning and the linear probes, after any
+optimisation step (the checkpoint is written there when a stop is requested). So the signal must come at
+least one round (pretraining) or one step before the hard kill. Without a signal (a hard kill, a node
+lost) a stage resumes from its last routine checkpoint, written as often as params.yaml's
+``checkpoint`` section asks (``CheckpointInterval``).
 
 Worker processes forked after ``install`` inherit the handlers; the process that receives the signal
 also forwards it to its child processes, so a signal sent only to the stage's main process (SLURM's
@@ -23,16 +26,45 @@ import multiprocessing
 import os
 import signal
 import threading
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 EXIT_PREEMPTED = 75
-# Seconds of training between two routine checkpoints of a pipeline stage (a pretraining run's rounds, an
-# evaluation task's epochs): a hard kill loses at most this much, a stop request nothing (it checkpoints
-# at once). Writing after every round or epoch cost up to two thirds of the time of the embedded default's
-# small steps.
+# Seconds of training between two routine checkpoints when a params file has no ``checkpoint`` section
+# (``checkpoint_interval``): a hard kill loses at most this much and one round or epoch, a stop request
+# nothing (it checkpoints at once).
 SAVE_EVERY_S = 60.0
+CHECKPOINT_SECTION = "checkpoint"
 
 _requested: int | None = None
+
+
+@dataclass(frozen=True)
+class CheckpointInterval:
+    """How often a stage writes its routine checkpoints (params.yaml's ``checkpoint`` section).
+
+    A pretraining run (FL, DecL) checkpoints after every ``every_rounds``-th round once ``every_seconds``
+    seconds have passed since its last checkpoint; an evaluation task after an epoch once
+    ``every_seconds`` have. Central and stand-alone training run as one round of all their epochs and
+    count epochs as rounds: a checkpoint inside that round after every ``every_rounds``-th epoch once
+    ``every_seconds`` have passed (``Simulator``'s ``checkpoint_epochs``). The last round, and a round,
+    epoch or step after which a stop was requested, are always checkpointed. A checkpoint changes no
+    result (a resumed run ends with the same bits), so the interval is no input of any stage: changing
+    it re-runs nothing (it is in no stage's DVC params).
+    """
+
+    every_rounds: int = 1
+    every_seconds: float = SAVE_EVERY_S
+
+
+def checkpoint_interval(params: Mapping[str, Any]) -> CheckpointInterval:
+    """The interval a params file sets (validated by ``dssl.config.sections.check_checkpoint``); the
+    defaults of ``CheckpointInterval`` for a key it leaves out."""
+    section = params.get(CHECKPOINT_SECTION) or {}
+    default = CheckpointInterval()
+    return CheckpointInterval(int(section.get("every_rounds", default.every_rounds)),
+                              float(section.get("every_seconds", default.every_seconds)))
 
 
 class Preempted(Exception):
