@@ -1,12 +1,12 @@
 """Batches on the training device: read at the stored size and resized where they are used, with the
-bits of the host-side resize on a CPU; a host transform sees each batch with its number."""
+bits of the host-side resize on a CPU; a set kept on the device gives the same batches."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from dssl.data.batches import DeviceBatches, device_float, stored_form
+from dssl.data.batches import DeviceBatches, ResidentBatches, device_float, stored_form
 from dssl.data.imageset import ArrayImageSet, resized
 
 
@@ -33,33 +33,43 @@ def test_batches_at_the_stored_size_when_a_crop_resizes_later():
     assert torch.equal(device_float(_images().get_batch(np.arange(4)), "cpu"), batch)
 
 
-def test_a_host_transform_gets_each_batch_with_its_number():
-    seen = []
+class _SlowImages:
+    """A source without buffer filling (each batch a fresh read), slow by its first index, or broken."""
 
-    def transform(pixels, number):
-        seen.append((len(pixels), number))
-        return 255 - pixels
+    def __init__(self, base, broken: bool = False):
+        self.base, self.broken, self.labels = base, broken, base.labels
 
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def get_batch(self, indices):
+        import time
+
+        if self.broken:
+            raise RuntimeError(f"cannot read batch at {indices[0]}")
+        time.sleep(0.002 * (int(indices[0]) % 3))
+        return self.base.get_batch(indices)
+
+
+def test_a_set_kept_on_the_device_gives_the_batches_of_the_reader():
     base = _images()
-    batches = [np.arange(5), np.arange(5, 8)]
-    out = list(DeviceBatches(base, torch.device("cpu"), host_transform=transform)(batches, first_number=3))
-    assert seen == [(5, 3), (3, 4)]
-    assert torch.equal(out[1], (255 - base.get_batch(batches[1])).float() / 255)
+    batches = [np.array([3, 1, 7]), np.array([0, 19, 4, 4])]
+    for images, resize in ((resized(base, 14), True), (resized(base, 14), False), (base, True)):
+        kept = list(ResidentBatches(images, torch.device("cpu"), resize=resize)(batches))
+        read = list(DeviceBatches(images, torch.device("cpu"), resize=resize)(batches))
+        assert all(torch.equal(a, b) for a, b in zip(kept, read)) and len(kept) == 2
+    assert not ResidentBatches.fits(base, torch.device("cpu"))   # on the CPU the set is in memory already
 
 
 def test_the_reader_thread_yields_the_batches_in_order_and_stops_cleanly():
     import threading
-    import time
 
     base = _images(count=40)
     batches = [np.arange(i, i + 5) for i in range(0, 40, 5)]
 
-    def slow(pixels, number):
-        time.sleep(0.01 * (number % 3))
-        return pixels
-
-    plain = list(DeviceBatches(base, torch.device("cpu"), host_transform=slow)(batches))
-    ahead = list(DeviceBatches(base, torch.device("cpu"), host_transform=slow, reader_thread=True)(batches))
+    slow = _SlowImages(base)
+    plain = list(DeviceBatches(slow, torch.device("cpu"))(batches))
+    ahead = list(DeviceBatches(slow, torch.device("cpu"), reader_thread=True)(batches))
     direct = list(DeviceBatches(base, torch.device("cpu"), reader_thread=True)(batches))
     assert all(torch.equal(a, b) and torch.equal(a, c) for a, b, c in zip(plain, ahead, direct))
     assert len(ahead) == len(batches)
@@ -72,8 +82,6 @@ def test_the_reader_thread_yields_the_batches_in_order_and_stops_cleanly():
 def test_an_error_in_the_reader_thread_reaches_the_consumer():
     import pytest
 
-    def broken(pixels, number):
-        raise RuntimeError(f"cannot read batch {number}")
-
-    with pytest.raises(RuntimeError, match="cannot read batch 0"):
-        list(DeviceBatches(_images(), torch.device("cpu"), host_transform=broken, reader_thread=True)([np.arange(3)]))
+    with pytest.raises(RuntimeError, match="cannot read batch at 0"):
+        reader = DeviceBatches(_SlowImages(_images(), broken=True), torch.device("cpu"), reader_thread=True)
+        list(reader([np.arange(3)]))

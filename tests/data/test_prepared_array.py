@@ -19,6 +19,8 @@ from PIL import Image, ImageOps
 from dssl.artifacts import ArtifactError
 from dssl.data import batches, prepared_array
 from dssl.data.datasets import DATASETS, DatasetError, load_split
+from dssl.cli import main as dssl
+from dssl.data import imageset
 from dssl.data.imageset import MemmapImageSet
 
 SIZE = 16
@@ -182,11 +184,11 @@ def test_a_changed_pixel_is_a_checksum_mismatch(prepared: Path) -> None:
     assert str(path) in str(caught.value) and "dvc checkout" in str(caught.value)
 
 
-def test_verified_once_per_file_and_pickled_without_pixels(prepared: Path) -> None:
+def test_checked_once_per_file_and_pickled_without_pixels(prepared: Path) -> None:
     first = load_split(prepared, "train")
     first.get_batch([0])
     again = load_split(prepared, "train")
-    assert again.verified  # the same file, unchanged: no second read
+    assert again.spot_checked and not again.verified  # the same file, unchanged: no second read
     copy = pickle.loads(pickle.dumps(again))
     assert len(pickle.dumps(again)) < 10_000 and torch.equal(copy.get_batch([1, 2]), first.get_batch([1, 2]))
     path = prepared / "train.npy"
@@ -196,6 +198,72 @@ def test_verified_once_per_file_and_pickled_without_pixels(prepared: Path) -> No
     os.replace(prepared / "new.npy", path)  # as a checkout replaces it: another file, checked again
     with pytest.raises(ArtifactError, match="checksum mismatch"):
         load_split(prepared, "train").get_batch([0])
+
+
+def _blocks_array(imagenet: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """A prepared train split of 15 images in 4 blocks of 4 (the last of 3)."""
+    out = tmp_path / "blocks"
+    _prepare(imagenet, out)
+    files = [imagenet / line.split(",")[0] for line in (out / "train.csv").read_text().splitlines()[1:]]
+    written = prepared_array.write_image_array(tmp_path / "train.npy", files, SIZE, chunk_images=4)
+    os.replace(tmp_path / "train.npy", out / "train.npy")
+    meta = json.loads((out / "meta.json").read_text())
+    meta["arrays"]["train"].update(chunk_images=4, chunk_md5=written.chunk_md5)
+    (out / "meta.json").write_text(json.dumps(meta))
+    return out, written.chunk_md5
+
+
+def test_a_reader_hashes_only_the_end_blocks_and_dssl_verify_every_block(
+        imagenet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A reading process does not hash the whole array (187 GiB at ImageNet scale): it compares the first and
+    last blocks; `dssl verify` compares every block, and finds a damaged middle block (exit 2, one line)."""
+    out, _ = _blocks_array(imagenet, tmp_path)
+    hashed: list[list[int]] = []
+    real = imageset._block_md5s
+    monkeypatch.setattr(imageset, "_block_md5s", lambda *a, **k: hashed.append(list(a[3])) or real(*a, **k))
+    images = load_split(out, "train")
+    images.get_batch([5, 6])
+    images.get_batch([1])
+    assert hashed == [[0, 3]]
+    path = out / "train.npy"
+    data = bytearray(path.read_bytes())
+    data[np.load(path, mmap_mode="r").offset + 5 * 3 * SIZE * SIZE] ^= 1   # image 5: the second block
+    (out / "new.npy").write_bytes(bytes(data))
+    os.replace(out / "new.npy", path)
+    assert load_split(out, "train").get_batch([5]).shape == (1, 3, SIZE, SIZE)   # the end blocks are intact
+    assert dssl(["verify", str(out), "--split", "test"]) == 0
+    assert "test: 1 block(s)" in capsys.readouterr().out
+    assert dssl(["verify", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and str(path) in error
+    assert "checksum mismatch in 1 of 4 blocks checked" in error and "images 4..7" in error
+
+
+def test_dssl_verify_refuses_a_dataset_without_block_checksums(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "meta.json").write_text(json.dumps({"format": "arrays", "splits": ["train"]}))
+    assert dssl(["verify", str(tmp_path)]) == 2
+    assert "no block checksums" in capsys.readouterr().err
+    assert dssl(["verify", str(tmp_path / "nowhere")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_gathered_by_several_threads_as_by_one(imagenet: Path, tmp_path: Path, threads: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    out, _ = _blocks_array(imagenet, tmp_path)
+    serial = load_split(out, "train")
+    serial.gather_threads = 1
+    parallel = load_split(out, "train")
+    parallel.gather_threads = threads
+    monkeypatch.setattr(imageset, "PARALLEL_GATHER_BYTES", 0)   # these 16 px batches would be copied by one
+    indices = np.array([14, 3, 3, 0, 9, 7, 12, 1])
+    expected = serial.get_batch(indices)
+    assert torch.equal(parallel.get_batch(indices), expected)
+    buffer = np.empty((len(indices), 3, SIZE, SIZE), np.uint8)   # e.g. a pinned host buffer's numpy view
+    batch = parallel.get_batch(indices, out=buffer)
+    assert np.shares_memory(batch.numpy(), buffer) and torch.equal(batch, expected)
+    assert torch.equal(parallel.get_batch(indices[:1]), expected[:1])   # fewer rows than threads
 
 
 def test_a_truncated_array_fails_on_open(prepared: Path) -> None:

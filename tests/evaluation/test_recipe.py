@@ -1,12 +1,11 @@
-"""MAE's fine-tuning recipe on hand-computed values: layer-decay lr scales of a tiny ViT, mixup and
-cutmix targets and boxes, the soft-target loss, the lr schedule, random erasing, RandAugment's seeding,
-and the per-family / per-dataset configs of the paper profile."""
+"""MAE's fine-tuning recipe on hand-computed values: layer-decay lr scales of a tiny ViT, the soft-target
+loss, the lr schedule, the per-family / per-dataset configs of the paper profile, and a fine-tuning whose
+training set is kept on the device. (The augmentations against timm: test_batch_augment.py.)"""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from evaluation_helpers import separable_images
@@ -14,7 +13,7 @@ from evaluation_helpers import separable_images
 from dssl.evaluation import PROTOCOLS, evaluate
 from dssl.evaluation.configs import FineTuneConfig
 from dssl.evaluation.finetune import Classifier, _optimizer, lr_factor
-from dssl.evaluation.recipe import HostRandAugment, cutmix_box, mix_batch, random_erasing, soft_cross_entropy
+from dssl.evaluation.recipe import soft_cross_entropy
 from dssl.models.backbones import create_backbone
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -72,52 +71,6 @@ def test_avg_pooling_is_the_mean_patch_token_through_a_fresh_layer_norm():
     assert torch.allclose(model.features(x), expected, atol=1e-6)
 
 
-class PlannedRng:
-    """A numpy-Generator stand-in that returns planned draws (to compute mixup by hand)."""
-
-    def __init__(self, random, beta, integers=()):
-        self._random, self._beta, self._integers = list(random), beta, list(integers)
-
-    def random(self):
-        return self._random.pop(0)
-
-    def beta(self, a, b):
-        return self._beta
-
-    def integers(self, low, high):
-        return self._integers.pop(0)
-
-
-def test_mixup_blends_the_batch_with_itself_reversed_and_smooths_the_targets():
-    images = torch.arange(2 * 4, dtype=torch.float32).view(2, 1, 2, 2)
-    labels = torch.tensor([0, 2])
-    cfg = FineTuneConfig(mixup=0.8, cutmix=0.0, label_smoothing=0.1)
-    mixed, targets = mix_batch(images, labels, 3, cfg, PlannedRng(random=[0.5], beta=0.7))
-    assert torch.allclose(mixed[0], 0.7 * images[0] + 0.3 * images[1])
-    off, on = 0.1 / 3, 1 - 0.1 + 0.1 / 3   # label smoothing: 0.0333 off, 0.9333 on
-    assert torch.allclose(targets[0], torch.tensor([0.7 * on + 0.3 * off, off, 0.7 * off + 0.3 * on]))
-    assert torch.allclose(targets.sum(dim=1), torch.ones(2))
-
-
-def test_cutmix_pastes_a_box_and_lambda_is_the_share_left():
-    # lam 0.75: cut ratio sqrt(0.25) = 0.5 of an 8 x 8 image: a 4 x 4 box centred at (2, 6)
-    assert cutmix_box(8, 8, 0.75, PlannedRng([], 0, integers=[2, 6])) == ((0, 4, 4, 8), 1 - 16 / 64)
-    # centred in a corner it is clipped: rows 0..2, columns 0..2 -> 4 pixels pasted
-    assert cutmix_box(8, 8, 0.75, PlannedRng([], 0, integers=[0, 0])) == ((0, 2, 0, 2), 1 - 4 / 64)
-    images = torch.stack([torch.zeros(1, 8, 8), torch.ones(1, 8, 8)])
-    cfg = FineTuneConfig(mixup=0.0, cutmix=1.0)
-    mixed, targets = mix_batch(images, torch.tensor([0, 1]), 2, cfg, PlannedRng([0.5], 0.75, integers=[2, 6]))
-    assert mixed[0, 0, 0:4, 4:8].eq(1).all() and mixed[0].sum() == 16 and mixed[1].sum() == 64 - 16
-    assert torch.allclose(targets, torch.tensor([[0.75, 0.25], [0.25, 0.75]]))
-
-
-def test_no_mix_when_the_draw_is_above_mixup_prob():
-    images = torch.rand(2, 1, 4, 4)
-    cfg = FineTuneConfig(mixup=0.8, cutmix=1.0, mixup_prob=0.3)
-    mixed, targets = mix_batch(images, torch.tensor([1, 0]), 2, cfg, PlannedRng([0.9], 0.5))
-    assert torch.equal(mixed, images) and torch.equal(targets, torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
-
-
 def test_soft_cross_entropy_of_one_hot_targets_is_cross_entropy():
     logits = torch.tensor([[2.0, 0.0, -1.0]])
     soft = soft_cross_entropy(logits, torch.tensor([[0.0, 1.0, 0.0]]))
@@ -137,27 +90,32 @@ def test_the_learning_rate_scales_with_the_batch_when_a_reference_is_set():
     assert FineTuneConfig(batch_size=1024).learning_rate(1e-3) == 1e-3
 
 
-def test_random_erasing_replaces_one_rectangle_per_chosen_image():
-    torch.manual_seed(0)
-    images = torch.full((64, 3, 16, 16), 0.5)
-    erased = random_erasing(images, 1.0)
-    changed = erased.ne(images).any(dim=1)             # [B, H, W]
-    assert changed.any(dim=(1, 2)).float().mean() > 0.9   # every image but where no try fits
-    for mask in changed[changed.any(dim=(1, 2))]:
-        rows, cols = mask.any(dim=1).nonzero().flatten(), mask.any(dim=0).nonzero().flatten()
-        box = mask[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
-        assert box.float().mean() > 0.95                 # one filled rectangle (a noise pixel may equal 0.5)
-        area = len(rows) * len(cols) / 256
-        assert 0.02 * 0.5 <= area <= 1 / 3 + 0.1
-    assert torch.equal(random_erasing(images, 0.0), images)
+def test_a_training_set_kept_on_the_device_fine_tunes_to_the_same_bits(monkeypatch):
+    from dssl.data.batches import DeviceBatches, ResidentBatches
+
+    train, test = separable_images(80, seed=1, size=8), separable_images(30, seed=2, size=8)
+    config = {"epochs": 2, "lr_grid": [3e-3], "batch_size": 16, "crop": "resized", "hflip": True,
+              "rand_augment": "rand-m9-mstd0.5-inc1", "random_erasing": 0.25, "mixup": 0.8, "cutmix": 1.0,
+              "label_smoothing": 0.1}
+
+    def run():
+        torch.manual_seed(0)
+        return evaluate("finetune", create_backbone("cnn_small", 8, 1), train, test, config, seed=1)
+
+    readers = []
+    monkeypatch.setattr(DeviceBatches, "__call__", _recording(DeviceBatches.__call__, readers, "read"))
+    monkeypatch.setattr(ResidentBatches, "__call__", _recording(ResidentBatches.__call__, readers, "kept"))
+    read = run()
+    monkeypatch.setattr(ResidentBatches, "fits", staticmethod(lambda images, device: True))   # as on a GPU
+    kept = run()
+    assert kept == read and "kept" in readers and readers.index("kept") > readers.index("read")
 
 
-def test_rand_augment_is_seeded_per_batch():
-    pixels = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (6, 3, 16, 16), dtype=np.uint8))
-    augment = HostRandAugment("rand-m9-mstd0.5-inc1", 3, 0, 1)
-    first, again = augment(pixels, 4), HostRandAugment("rand-m9-mstd0.5-inc1", 3, 0, 1)(pixels, 4)
-    assert first.dtype == torch.uint8 and first.shape == pixels.shape and torch.equal(first, again)
-    assert not torch.equal(first, augment(pixels, 5)) and not torch.equal(first, pixels)
+def _recording(call, log: list, name: str):
+    def recorded(self, *args, **kwargs):
+        log.append(name)
+        return call(self, *args, **kwargs)
+    return recorded
 
 
 def test_the_paper_profile_resolves_its_recipes_per_family_and_dataset():

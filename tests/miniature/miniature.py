@@ -1,7 +1,7 @@
 """A paper profile at miniature length, and the small datasets it runs on.
 
 ``miniature(params, roots)`` derives a params file from a paper profile by overriding lengths and sizes
-only: one seed, one round of at most two clients, one epoch, no warm-up, one batch of at most 64
+only: two seeds (a claim pairs seeds), one round of at most two clients, one epoch, no warm-up, one batch of at most 64
 images, a small image side, fewer clients per partition (clients a grid names by number keep their
 place: the first stays first, the last last), a short theory sweep, the step options of a CPU (fp32),
 and the dataset folders the test wrote. Every grid, model, strategy, partition, graph, protocol and
@@ -39,12 +39,13 @@ CLIENTS = 10             # per partition no graph is built on
 LENGTHS = {"rounds": 1, "local_epochs": 1, "epochs": 1, "warmup_epochs": 0}
 CPU_STEP = {"device": "cpu", "precision": "fp32", "channels_last": False, "compile": False}
 THEORY_DIMENSIONS = 2    # the sweep's smallest dimensions, d
+SEEDS = 2                # the profile's first seeds: two, so that every claim has seeds to pair
 
 
 def miniature(params: dict, roots: dict[str, str]) -> dict:
     """The profile ``params`` at miniature length, reading dataset ``name`` from ``roots[name]``."""
     mini = copy.deepcopy(params)
-    mini["seeds"] = mini["seeds"][:1]
+    mini["seeds"] = mini["seeds"][:SEEDS]
     _fewer_clients(mini)
     side = max(BACKBONE_SIDE.get(spec["backbone"], IMAGE_SIDE) for spec in mini["models"].values())
     for name, spec in mini["datasets"].items():

@@ -36,10 +36,12 @@ def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
         "models.mae-vit", "pretrain.dataset", "pretrain.fl.train", "pretrain.image_size", "pretrain.optimizers.vit",
         "seeds", "strategies.fedavg"])
     assert "pretrain.optimizers.cnn" in params_deps["pretrain_central@simsiam-cnn"]
-    # evaluation stages read their framework's protocols' configs (and which ViT features), no other
+    # evaluation stages read their framework's protocols' configs (which ViT features, whether BatchNorm is
+    # re-estimated), no other
     assert params_deps["evaluate_decl@mae-vit-uniform-3-decl-uniform"] == sorted([
         "evaluate.datasets", "evaluate.knn", "evaluate.linear_probe_10pct", "evaluate.protocols.decl",
-        "evaluate.vit_pool", "pretrain.image_size", "seeds", "strategies.decl-uniform"])
+        "evaluate.reestimate_batchnorm", "evaluate.vit_pool", "pretrain.image_size", "seeds",
+        "strategies.decl-uniform"])
 
 
 def test_a_drift_is_detected(make_project) -> None:

@@ -34,7 +34,9 @@ def expected_stage_count(params: dict) -> int:
     }
     training = cells["fl"] + cells["decl"] + cells["central"] + cells["local"] + len(weight_distance_cells(params))
     training += len(feature_cells(params))   # paper A's Fig. 3 (features stages)
-    evaluations = sum(n for framework, n in cells.items() if evaluate["protocols"].get(framework))
+    # a random-init reference runs what its backbone's cells run (evaluate.protocols.random may be empty)
+    evaluations = sum(n for framework, n in cells.items()
+                      if evaluate["protocols"].get(framework) or framework == "random")
     # one stage per dataset and improved graph, one for all partitions and one for all graphs (if any)
     foundation = len(params["datasets"]) + len(params.get("improved_graphs") or {}) + 1 + bool(params["graphs"])
     return foundation + training + evaluations + 2 + bool(params.get("theory"))  # + code, report, theory

@@ -72,6 +72,7 @@ pretrain:
       t5: {models: [simsiam], partitions: [iid3]}
 evaluate:
   datasets: [digits]
+  reestimate_batchnorm: true
   protocols: {fl: [finetune], decl: [], central: [], local: []}
   finetune: {val_fraction: 0.1, lr_grid: [1.0e-3], epochs: 2, batch_size: 100}
 report:

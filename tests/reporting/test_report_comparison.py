@@ -233,3 +233,58 @@ def test_fedema_against_stand_alone_clients_with_the_central_model_as_a_referenc
     assert "fedema = fedema (aggregation=data_size, scaler=auto, tau=0.7, ema_lambda=0.8, divergence=paper, " \
            "skipped=restart)" in text   # the defaults it ran with, as the strategy declares them
     assert "read on the norm paper B's code tuned them on" in text
+
+
+def _three_dataset_cells() -> list[dict]:
+    """Table 2's two rows on one partition, fine-tuned on three datasets with different orderings per
+    dataset, and the random-init CNN on each (three seeds)."""
+    accuracy = {"cifar10": {"fedema": 0.80, "fedmar": 0.90}, "cifar100": {"fedema": 0.60, "fedmar": 0.50},
+                "imagenet": {"fedema": 0.40, "fedmar": 0.45}}
+    records = []
+    for seed, noise in enumerate(NOISE):
+        for dataset, rows in accuracy.items():
+            for strategy, acc in rows.items():
+                records.append(result("fl", "mae_cnn", "cnn_small", "dirichlet_balanced", dataset=dataset,
+                                      test_acc=acc + noise, seed=seed, strategy=strategy))
+            records.append(result("random", None, "cnn_small", None, dataset=dataset, test_acc=0.1 + noise,
+                                  seed=seed))
+    return records
+
+
+def test_every_cell_and_claim_of_a_comparison_reads_one_dataset(tmp_path):
+    columns = {name: {"place": "fl-label", "dataset": name} for name in ("cifar10", "cifar100", "imagenet")}
+    section = create_section("table2", {"model": "mae_cnn-cnn", "columns": columns, "best": "fedmar_r18",
+                                        "rows": {"fedema_r18": "fedema", "fedmar_r18": "fedmar"}})
+    out = section.render(context(tmp_path, _three_dataset_cells()))
+    cells = out.data.set_index(["row", "column"])
+    # each cell's mean and seeds come from its column's dataset only: three seeds, never nine
+    assert cells.loc[("fedmar_r18", "cifar10"), "mean"] == pytest.approx(90.0)
+    assert cells.loc[("fedmar_r18", "cifar100"), "mean"] == pytest.approx(50.0)
+    assert cells.loc[("fedema_r18", "imagenet"), "mean"] == pytest.approx(40.0)
+    assert set(cells["n"]) == {3} and list(cells["dataset"].unique()) == ["cifar10", "cifar100", "imagenet"]
+    # one claim per column, paired on that dataset's seeds: FedMAR wins on CIFAR-10 and ImageNet, loses on CIFAR-100
+    verdicts = {f.subject.split(":")[0]: f.verdict for f in out.findings}
+    assert verdicts == {"FL cifar10": "supported", "FL cifar100": "contradicted", "FL imagenet": "supported"}
+    assert {f.difference.n for f in out.findings} == {3}
+    assert [f.difference.mean for f in out.findings] == pytest.approx([0.10, -0.10, 0.05])
+    assert "cifar10: cifar10, cifar100: cifar100, imagenet: imagenet" in out.markdown
+
+
+def test_a_comparison_without_dataset_columns_reads_the_report_dataset(tmp_path):
+    section = create_section("table8", {"model": "mae_cnn-cnn", "columns": {"cifar100": "fl-label"},
+                                        "rows": {"0": "fedema", "cosine_0.1_to_0.001": "fedmar"}})
+    records = _three_dataset_cells()
+    ctx = ReportContext(load_results(write_results(tmp_path, records)), "paper", "cifar100", load_paper_numbers())
+    out = section.render(ctx)
+    assert out.data["mean"].tolist() == pytest.approx([60.0, 50.0]) and set(out.data["n"]) == {3}
+    assert [f.verdict for f in out.findings] == ["contradicted"]
+    with_option = create_section("table8", {"model": "mae_cnn-cnn", "columns": {"cifar100": "fl-label"},
+                                            "rows": {"0": "fedema", "cosine_0.1_to_0.001": "fedmar"},
+                                            "dataset": "imagenet"})
+    assert with_option.render(ctx).data["mean"].tolist() == pytest.approx([40.0, 45.0])
+
+
+def test_malformed_dataset_columns_fail_when_the_section_is_created():
+    with pytest.raises(ValueError, match="column 'cifar10'"):
+        create_section("table2", {"model": "m", "rows": {"fedmar_r18": "fedmar", "x": "y"},
+                                  "columns": {"cifar10": {"partition": "fl-label"}}})

@@ -23,6 +23,8 @@ is fresh pages from the kernel, and faulting in and zeroing them costs several t
   copy has finished (a CUDA event, not a device-wide sync). uint8 travels (a quarter of float's
   bytes) and the resize to the model's size (``device_float``) happens on the device: CIFAR's 32 px
   images are never made 224 px on the host.
+- ``ResidentBatches``: a set small enough (CIFAR: 150 MiB) moved to the accelerator once, as uint8, for a
+  whole fine-tuning; a batch is then a gather there (``index_select``), with only its indices to move.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -253,7 +255,6 @@ class ShuffledBatches:
             yield batch, torch.from_numpy(self.images.labels[indices])
 
 
-HostTransform = Callable[["torch.Tensor", int], "torch.Tensor"]  # (uint8 batch, batch number) -> uint8 batch
 # Batches a reader thread gathers ahead of the step on an accelerator (each in its own pinned buffer).
 DEVICE_READ_AHEAD = 2
 
@@ -288,37 +289,32 @@ class DeviceBatches:
 
     ``size``: resize each batch to ``size`` px on the device (default: the size ``images`` presents;
     a ``ResizedImageSet`` is read at its base's size, see ``stored_form``); ``resize=False``: batches at
-    the stored size (a random-resized crop that follows does the resize). ``host_transform(pixels,
-    number)``: a per-image uint8 transform done on the host (timm's RandAugment), given the batch's
-    number in the list so that it can seed itself. ``reader_thread``: gather (and transform) the
+    the stored size (a random-resized crop that follows does the resize). ``reader_thread``: gather the
     batches in a background thread, ``DEVICE_READ_AHEAD`` ahead of the step, into pinned buffers on an
     accelerator (default: on an accelerator only; on the CPU the thread would compete with the step
     for the same cores).
     """
 
-    def __init__(self, images: BatchSource, device, size: int | None = None,
-                 host_transform: HostTransform | None = None, resize: bool = True,
+    def __init__(self, images: BatchSource, device, size: int | None = None, resize: bool = True,
                  reader_thread: bool | None = None):
         self.source, stored_size = stored_form(images)
         self.size = (size if size is not None else stored_size) if resize else None
         self.device = device
-        self.host_transform = host_transform
         on_cpu = getattr(device, "type", str(device)) == "cpu"
         self.reader_thread = not on_cpu if reader_thread is None else reader_thread
         self.pinned = not on_cpu
 
-    def _pixels(self, indices: np.ndarray, number: int) -> torch.Tensor:
-        pixels = self.source.get_batch(np.asarray(indices, dtype=np.int64))
-        return self.host_transform(pixels, number) if self.host_transform is not None else pixels
+    def _pixels(self, indices: np.ndarray) -> torch.Tensor:
+        return self.source.get_batch(np.asarray(indices, dtype=np.int64))
 
-    def __call__(self, batches: Sequence[np.ndarray], first_number: int = 0) -> Iterator[torch.Tensor]:
+    def __call__(self, batches: Sequence[np.ndarray]) -> Iterator[torch.Tensor]:
         if not self.reader_thread:
-            for number, indices in enumerate(batches, first_number):
-                yield device_float(self._pixels(indices, number), self.device, self.size)
+            for indices in batches:
+                yield device_float(self._pixels(indices), self.device, self.size)
             return
-        yield from self._read_ahead(batches, first_number)
+        yield from self._read_ahead(batches)
 
-    def _read_ahead(self, batches: Sequence[np.ndarray], first_number: int) -> Iterator[torch.Tensor]:
+    def _read_ahead(self, batches: Sequence[np.ndarray]) -> Iterator[torch.Tensor]:
         """A reader thread fills free buffers and queues them; a buffer goes back to the free queue only
         after its copy to the device was issued and an event marks its end, and the reader waits for
         that event before filling it again."""
@@ -327,9 +323,8 @@ class DeviceBatches:
             free.put(_PinnedSlot(self.pinned))
         ready: queue.Queue = queue.Queue()
         stop = threading.Event()
-        # Gathered straight into the buffer when no host transform comes between.
-        direct = (self.host_transform is None and hasattr(self.source, "image_shape")
-                  and _fills_buffers(self.source))
+        # Gathered straight into the buffer when the source fills a given one.
+        direct = hasattr(self.source, "image_shape") and _fills_buffers(self.source)
 
         def take() -> _PinnedSlot | None:
             while not stop.is_set():
@@ -341,7 +336,7 @@ class DeviceBatches:
 
         def read() -> None:
             try:
-                for number, indices in enumerate(batches, first_number):
+                for indices in batches:
                     slot = take()
                     if slot is None:
                         return
@@ -350,7 +345,7 @@ class DeviceBatches:
                         pixels = slot.take((len(indices), *self.source.image_shape))
                         self.source.get_batch(np.asarray(indices, dtype=np.int64), out=pixels.numpy())
                     else:
-                        pixels = self._pixels(indices, number)
+                        pixels = self._pixels(indices)
                         pixels = slot.take(tuple(pixels.shape)).copy_(pixels)
                     ready.put((slot, pixels))
                 ready.put(None)
@@ -371,6 +366,57 @@ class DeviceBatches:
         finally:
             stop.set()
             reader.join()
+
+
+# A set is kept on an accelerator for a fine-tuning when its uint8 array is at most this big and at most
+# this share of the device's free memory (CIFAR-100's training split: 150 MiB; ImageNet's: 187 GiB).
+RESIDENT_MAX_BYTES = 4 * 2**30
+RESIDENT_MAX_FREE_SHARE = 0.25
+
+
+class ResidentBatches:
+    """The images at each index array of a list, as [0, 1] float tensors on ``device``, gathered from the
+    set's whole uint8 array, moved there once (``DeviceBatches``' interface and values).
+
+    Per batch nothing is read or copied on the host: the batches' indices travel in one copy per call,
+    and each batch is an ``index_select`` on the device, resized there as ``DeviceBatches`` resizes
+    (``size``, ``resize``). ``fits`` says whether a set is small enough to keep on a device.
+    """
+
+    def __init__(self, images: BatchSource, device, size: int | None = None, resize: bool = True):
+        import torch
+
+        source, stored_size = stored_form(images)
+        self.size = (size if size is not None else stored_size) if resize else None
+        self.device = torch.device(device)
+        self.pixels = source.get_batch(np.arange(len(source), dtype=np.int64)).to(self.device)
+
+    @staticmethod
+    def fits(images: BatchSource, device) -> bool:
+        """Whether ``images``' stored array may live on ``device`` (an accelerator with room for it: at most
+        ``RESIDENT_MAX_BYTES`` and ``RESIDENT_MAX_FREE_SHARE`` of its free memory); never on the CPU,
+        where the set is in host memory already."""
+        import torch
+
+        device = torch.device(device)
+        source, _ = stored_form(images)
+        if device.type == "cpu" or not hasattr(source, "image_shape"):
+            return False
+        size = len(source) * math.prod(source.image_shape)
+        free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else size / RESIDENT_MAX_FREE_SHARE
+        return size <= min(RESIDENT_MAX_BYTES, RESIDENT_MAX_FREE_SHARE * free)
+
+    def __call__(self, batches: Sequence[np.ndarray]) -> Iterator[torch.Tensor]:
+        import torch
+
+        if not len(batches):
+            return
+        flat = torch.from_numpy(np.concatenate([np.asarray(b, dtype=np.int64) for b in batches]))
+        if self.device.type == "cuda":
+            flat = flat.pin_memory()
+        flat = flat.to(self.device, non_blocking=True)
+        for indices in flat.split([len(b) for b in batches]):
+            yield device_float(self.pixels.index_select(0, indices), self.device, self.size)
 
 
 class _PinnedSlot:

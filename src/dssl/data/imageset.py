@@ -82,27 +82,36 @@ class ArrayImageSet(ImageSet):
 
 class MemmapImageSet(ImageSet):
     """Images read from a memory-mapped uint8 ``.npy`` array ``[N, C, H, W]`` (an image folder after
-    the prepare stage, see ``dssl.data.prepared_array``); a batch is one gather from the mapped file.
+    the prepare stage, see ``dssl.data.prepared_array``); a batch is one gather from the mapped file,
+    its rows copied by several threads.
 
-    Opening checks the header and the file size (a truncated copy fails here). The md5 of every
-    block of ``chunk_images`` images is checked once, before the first batch (``verify``): code that
-    only needs the labels (the partition stage) never reads the pixels. A file verified once is not
-    read again by this process or its forked children (``_VERIFIED``, keyed by the file's identity
-    and the checksums expected). Pickling sends the path, not the pixels (spawned workers reopen it).
+    The array is verified once, where it is made or moved: the prepare stage records the md5 of every
+    block of ``chunk_images`` images as it writes them, DVC records the file's md5 and compares it on
+    ``dvc status`` and ``dvc checkout``, and ``dssl verify`` (``verify``) checks every block on demand.
+    A process that reads it pays only cheap checks: opening checks the header and the file size (a
+    truncated or extended copy fails here), and before the first batch the first and last blocks' md5s
+    are compared (``spot_check``, at most two blocks, about 64 MiB: the whole ImageNet array is 187 GiB
+    and hashing it in every process cost minutes each). Code that only needs the labels (the partition
+    stage) never reads the pixels. A file checked once is not read again by this process or its forked
+    children (``_CHECKED``, keyed by the file's identity and the checksums expected). Pickling sends the
+    path, not the pixels (spawned workers reopen it).
     """
 
     def __init__(self, path: Path, labels: np.ndarray, num_classes: int, chunk_images: int,
-                 chunk_md5: Sequence[str]):
+                 chunk_md5: Sequence[str], gather_threads: int | None = None):
         super().__init__(labels, num_classes)
         self.path = Path(path)
         self._images = _open_image_array(self.path, len(self.labels))
         self.chunk_images = int(chunk_images)
         self.chunk_md5 = list(chunk_md5)
+        self.gather_threads = gather_threads if gather_threads is not None else default_gather_threads()
         expected_chunks = -(-len(self.labels) // self.chunk_images) if self.chunk_images > 0 else -1
         if expected_chunks != len(self.chunk_md5):
             raise ArtifactError(self.path, f"meta.json lists {len(self.chunk_md5)} block checksums, "
                                            f"{expected_chunks} expected for {len(self.labels)} images")
-        self.verified = self._identity() in _VERIFIED
+        identity = self._identity()
+        self.verified = (identity, "all") in _CHECKED
+        self.spot_checked = self.verified or (identity, "spot") in _CHECKED
 
     def _identity(self) -> tuple:
         stat = self.path.stat()
@@ -120,64 +129,121 @@ class MemmapImageSet(ImageSet):
     def image_shape(self) -> tuple[int, int, int]:
         return tuple(self._images.shape[1:])
 
-    def verify(self, workers: int | None = None) -> None:
-        """Check every block's md5 against meta.json (threads; hashlib releases the GIL)."""
-        row_bytes = int(np.prod(self._images.shape[1:]))
-        offset = self._images.offset
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            def digest(block: int) -> str:
-                start = block * self.chunk_images
-                count = min(self.chunk_images, len(self.labels) - start) * row_bytes
-                md5, position = hashlib.md5(), offset + start * row_bytes
-                while count > 0:
-                    data = os.pread(fd, min(count, 2**24), position)
-                    if not data:
-                        break
-                    md5.update(data)
-                    position += len(data)
-                    count -= len(data)
-                return md5.hexdigest()
+    def spot_blocks(self) -> list[int]:
+        """The blocks ``spot_check`` compares: the first and the last."""
+        return sorted({0, len(self.chunk_md5) - 1}) if self.chunk_md5 else []
 
-            with ThreadPoolExecutor(max_workers=workers or min(8, os.cpu_count() or 1)) as pool:
-                digests = list(pool.map(digest, range(len(self.chunk_md5))))
-        finally:
-            os.close(fd)
-        bad = [i for i, (got, want) in enumerate(zip(digests, self.chunk_md5)) if got != want]
+    def spot_check(self) -> None:
+        """Compare the first and last blocks' md5s with meta.json (the cheap check before the first batch)."""
+        self._check_blocks(self.spot_blocks(), "spot")
+        self.spot_checked = True
+
+    def verify(self, workers: int | None = None) -> None:
+        """Compare every block's md5 with meta.json (``dssl verify``; threads: hashlib releases the GIL)."""
+        self._check_blocks(range(len(self.chunk_md5)), "all", workers)
+        self.verified = self.spot_checked = True
+
+    def _check_blocks(self, blocks: Sequence[int], scope: str, workers: int | None = None) -> None:
+        blocks = list(blocks)
+        digests = _block_md5s(self.path, self._images, self.chunk_images, blocks, workers)
+        bad = [block for block, got in zip(blocks, digests) if got != self.chunk_md5[block]]
         if bad:
             first = bad[0] * self.chunk_images
-            raise ArtifactError(self.path, f"checksum mismatch in {len(bad)} of {len(digests)} blocks (first: "
-                                           f"images {first}..{first + self.chunk_images - 1}); the file was "
-                                           "damaged or edited after the prepare stage wrote it")
-        self.verified = True
-        _VERIFIED.add(self._identity())
+            raise ArtifactError(self.path, f"checksum mismatch in {len(bad)} of {len(blocks)} blocks checked "
+                                           f"({len(self.chunk_md5)} in the file; first bad: images {first}.."
+                                           f"{first + self.chunk_images - 1}); the file was damaged or edited "
+                                           "after the prepare stage wrote it")
+        _CHECKED.add((self._identity(), scope))
 
     def get_batch(self, indices: IndexLike, out: np.ndarray | None = None) -> torch.Tensor:
-        if not self.verified:
-            self.verify()
-        return _gather(self._images, _as_index(indices), out)
+        if not self.spot_checked:
+            self.spot_check()
+        return _gather(self._images, _as_index(indices), out, self.gather_threads)
 
 
-def _gather(images: np.ndarray, indices: np.ndarray, out: np.ndarray | None) -> torch.Tensor:
-    """``images[indices]`` as a tensor, written into ``out`` when given.
+def _block_md5s(path: Path, images: np.memmap, chunk_images: int, blocks: Sequence[int],
+                workers: int | None = None) -> list[str]:
+    """md5 of each of ``blocks`` (runs of ``chunk_images`` images) of the array file, read with ``pread``."""
+    row_bytes = int(np.prod(images.shape[1:]))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def digest(block: int) -> str:
+            start = block * chunk_images
+            count = min(chunk_images, len(images) - start) * row_bytes
+            md5, position = hashlib.md5(), images.offset + start * row_bytes
+            while count > 0:
+                data = os.pread(fd, min(count, 2**24), position)
+                if not data:
+                    break
+                md5.update(data)
+                position += len(data)
+                count -= len(data)
+            return md5.hexdigest()
 
-    Into ``out``, rows are copied in ascending index order, each to its batch position: no temporary
-    copy of the batch, and from a memory-mapped file a shuffled batch becomes forward reads (what
-    read-ahead and a disk serve best when the array is not in the page cache).
+        with ThreadPoolExecutor(max_workers=workers or min(8, os.cpu_count() or 1)) as pool:
+            return list(pool.map(digest, blocks))
+    finally:
+        os.close(fd)
+
+
+# A batch of at least this many bytes is gathered by several threads: below it, handing rows to threads
+# costs more than it saves (a 224 px image is 147 KiB; a CIFAR-sized batch is gathered in microseconds).
+PARALLEL_GATHER_BYTES = 4 * 2**20
+MAX_GATHER_THREADS = 8
+
+
+def default_gather_threads() -> int:
+    """Threads a memory-mapped batch is gathered by: this process's cores, at most ``MAX_GATHER_THREADS``."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, min(MAX_GATHER_THREADS, cores))
+
+
+def _gather(images: np.ndarray, indices: np.ndarray, out: np.ndarray | None, threads: int = 1) -> torch.Tensor:
+    """``images[indices]`` as a tensor, written into ``out`` when given (e.g. a pinned host buffer).
+
+    Rows are copied in ascending index order, each to its batch position: no temporary copy of the
+    batch, and from a memory-mapped file a shuffled batch becomes forward reads (what read-ahead and a
+    disk serve best when the array is not in the page cache). With ``threads`` > 1 and a batch of at
+    least ``PARALLEL_GATHER_BYTES``, the ascending order is cut into ``threads`` runs copied at the same
+    time (numpy releases the GIL while it copies a row, and a page fault on a cold file then waits in
+    one thread only), each run still forward through the file.
     """
     import torch
 
     if out is None:
-        return torch.from_numpy(np.asarray(images[indices]))
+        if threads <= 1 or images.itemsize * len(indices) * int(np.prod(images.shape[1:])) < PARALLEL_GATHER_BYTES:
+            return torch.from_numpy(np.asarray(images[indices]))
+        out = np.empty((len(indices), *images.shape[1:]), images.dtype)
     if out.dtype != images.dtype or out.shape != (len(indices), *images.shape[1:]):
         raise ValueError(f"out must be {images.dtype} {[len(indices), *images.shape[1:]]}, got {out.dtype} "
                          f"{list(out.shape)}")
-    for position in np.argsort(indices, kind="stable"):
-        out[position] = images[indices[position]]
+    order = np.argsort(indices, kind="stable")
+
+    def copy(positions: np.ndarray) -> None:
+        for position in positions:
+            out[position] = images[indices[position]]
+
+    runs = min(threads, len(order))
+    if runs <= 1 or out.nbytes < PARALLEL_GATHER_BYTES:
+        copy(order)
+    else:
+        list(_gather_pool(threads).map(copy, np.array_split(order, runs)))
     return torch.from_numpy(out)
 
 
-_VERIFIED: set[tuple] = set()  # MemmapImageSet._identity() of arrays whose checksums matched
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+
+
+def _gather_pool(threads: int) -> ThreadPoolExecutor:
+    """This process's pool of ``threads`` gather threads (a forked child makes its own: the parent's
+    threads do not exist there)."""
+    key = (os.getpid(), threads)
+    if key not in _POOLS:
+        _POOLS[key] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gather")
+    return _POOLS[key]
+
+
+_CHECKED: set[tuple] = set()  # (MemmapImageSet._identity(), "spot" or "all") of arrays whose checksums matched
 
 
 def _open_image_array(path: Path, count: int) -> np.memmap:

@@ -15,8 +15,12 @@ Resize rule (``RESIZE_RULE``): centre square crop and bicubic resize to ``image_
 ``image_size``; greyscale, palette and CMYK images are converted to RGB.
 
 Integrity: the array is written to a temporary name and renamed only when every image decoded; the
-md5 of every block of ``chunk_images`` images is recorded (``meta.json``) and checked before the
-first batch is read (``MemmapImageSet``). Each source file's size and md5 go to ``<split>.csv``.
+md5 of every block of ``chunk_images`` images is recorded (``meta.json``) as the block is written. The
+array is verified once, where it is made or moved, not by every process that reads it: the prepare
+stage hashes what it writes, DVC records the file's md5 (``dvc status`` and ``dvc checkout`` compare
+it) and ``dssl verify <prepared dir>`` (``verify_prepared``) checks every block on demand, e.g. after
+copying the folder by hand. A reading process checks the header, the file size and the first and
+last blocks (``MemmapImageSet``). Each source file's size and md5 go to ``<split>.csv``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from typing import Sequence
 
 import numpy as np
 
-from dssl.data.imageset import DatasetError
+from dssl.artifacts import read_json
+from dssl.data.imageset import DatasetError, MemmapImageSet
 
 RESIZE_RULE = ("RGB; JPEG draft decoding at the smallest scale >= image_size; centre square crop and "
                "bicubic resize to image_size x image_size (PIL ImageOps.fit)")
@@ -167,3 +172,28 @@ def _require_space(folder: Path, needed: int) -> None:
     if free < needed:
         raise DatasetError(f"the prepared array needs {needed / 2**30:.2f} GiB but {folder} has "
                            f"{free / 2**30:.2f} GiB free; free space or move data/prepared to a larger disk")
+
+
+def verify_prepared(prepared_dir: Path, splits: Sequence[str] | None = None,
+                    workers: int | None = None) -> list[tuple[str, int, int]]:
+    """Check every block of the prepared arrays in ``prepared_dir`` against meta.json's md5s.
+
+    Returns ``(split, blocks, bytes)`` per split checked; a mismatch, a truncated array or a changed
+    index is an ``ArtifactError`` naming the file, a dataset without block checksums (CIFAR, digits:
+    ``.npz`` files that DVC's md5 covers) a ``DatasetError`` saying so.
+    """
+    from dssl.data.datasets import load_split  # datasets imports this module
+
+    meta = read_json(Path(prepared_dir) / "meta.json", {"format": str, "splits": list})
+    if meta["format"] != "memmap":
+        raise DatasetError(f"{prepared_dir} holds {meta['format']!r} arrays, not a decoded image folder: "
+                           "they have no block checksums (DVC's md5 in dvc.lock covers them: `dvc status`)")
+    checked = []
+    for split in splits or meta["splits"]:
+        images = load_split(Path(prepared_dir), split)
+        if not isinstance(images, MemmapImageSet):
+            raise DatasetError(f"{prepared_dir}: split {split!r} is not a memory-mapped array")
+        images.verify(workers)
+        checked.append((split, len(images.chunk_md5), images.path.stat().st_size))
+    return checked
+

@@ -12,6 +12,14 @@ depth, random-resized crop, RandAugment, random erasing, mixup / cutmix, label s
 the batch, a floor of the cosine), and the step options (bf16, channels-last, compile, on
 ``dssl.training.step.TrainStep``).
 
+The recipe's augmentations run batched on the training device (``batch_augment``), in MAE's order:
+the crop (random-resized: bicubic for a ViT as MAE's recipe, bilinear for a CNN as torchvision's
+``RandomResizedCrop``) and flip, RandAugment on the crop, random erasing, then mixup / cutmix of the
+batch. Every random parameter (shuffling, crops, flips, RandAugment's ops, erasing boxes, mixing) comes
+from one seeded ``torch.Generator`` per grid point on the host; random erasing's noise and drop path
+from the device's global RNG. A training set that fits on the accelerator (CIFAR) is moved there once
+for the whole fine-tuning (``ResidentBatches``); larger ones are read batch by batch (``DeviceBatches``).
+
 A run checkpoints (``progress.Checkpoint``) after every epoch and, when a stop is requested, after
 the step under way; resumed, it ends with the bits of a run never stopped.
 """
@@ -19,7 +27,6 @@ the step under way; resumed, it ends with the bits of a run never stopped.
 from __future__ import annotations
 
 import copy
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
@@ -29,23 +36,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.data.batches import DeviceBatches
+from dssl.data.batches import DeviceBatches, ResidentBatches
+from dssl.evaluation.batch_augment import (
+    RandAugmentSpec,
+    apply_mix,
+    draw_rand_augment,
+    mix_params,
+    parse_rand_augment,
+    rand_augment,
+    random_erasing,
+    random_resized_crop,
+)
 from dssl.evaluation.common import LabelledImages, correct_count, index_batches, label_tensor, module_device
 from dssl.evaluation.configs import FineTuneConfig, coerce_config
 from dssl.evaluation.progress import Checkpoint, cpu_state, rng_state, save_point, set_rng_state
-from dssl.evaluation.recipe import (
-    HostRandAugment,
-    mix_batch,
-    param_groups,
-    random_erasing,
-    require_vit,
-    set_drop_path,
-    soft_cross_entropy,
-)
+from dssl.evaluation.recipe import is_vit, param_groups, require_vit, set_drop_path, soft_cross_entropy
 from dssl.evaluation.splits import stratified_split
 from dssl.training.step import TrainStep
 
-GLOBAL_STREAM = 1   # key of the global-RNG seed of one grid point (drop path, random erasing)
+GLOBAL_STREAM = 1   # key of the global-RNG seed of one grid point (drop path, random erasing's noise)
 
 
 class Classifier(nn.Module):
@@ -134,6 +143,10 @@ class FineTuning:
             set_drop_path(self.model.encoder, cfg.drop_path)
         self.initial = copy.deepcopy(self.model.state_dict())
         self.size = train.image_shape[-1] if hasattr(train, "image_shape") else None
+        self.rand_augment = parse_rand_augment(cfg.rand_augment) if cfg.rand_augment else None
+        self.crop_mode = "bicubic" if is_vit(encoder) else "bilinear"
+        reader = ResidentBatches if ResidentBatches.fits(train, self.device) else DeviceBatches
+        self.reader = reader(train, self.device, resize=cfg.crop != "resized")
         self.steps_per_epoch = math.ceil(len(fit_idx) / cfg.batch_size)
         self.step: TrainStep | None = None
 
@@ -159,15 +172,12 @@ class FineTuning:
             self.step = TrainStep(self.model, optimizer, cfg.step_options)
         self.step.optimizer = optimizer
         generator = torch.Generator().manual_seed(self.seed)
-        mixing = np.random.default_rng([self.seed, lr_index]) if cfg.mixes else None
         torch.manual_seed(int(np.random.SeedSequence([self.seed, lr_index, GLOBAL_STREAM]).generate_state(1)[0]))
         current, epochs_done, position, order, steps = _Candidate(lr, 0, -1.0, {}), 0, 0, None, 0
         if saved is not None:
             self.model.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])
             generator.set_state(saved["generator"])
-            if mixing is not None:
-                mixing.bit_generator.state = json.loads(saved["mixing"])
             set_rng_state(saved["rng"])
             current, epochs_done, position = _restored(saved["current"]), saved["epoch"], saved["step"]
             order, steps = (None if saved["order"] is None else saved["order"].numpy()), saved["steps"]
@@ -179,17 +189,15 @@ class FineTuning:
                     "epoch": epoch, "step": step, "steps": steps,
                     "order": None if epoch_order is None else torch.from_numpy(epoch_order.copy()),
                     "model": cpu_state(self.model.state_dict()), "optimizer": optimizer.state_dict(),
-                    "generator": generator.get_state(), "rng": rng_state(),
-                    "mixing": json.dumps(mixing.bit_generator.state) if mixing is not None else None}
+                    "generator": generator.get_state(), "rng": rng_state()}
 
         for epoch in range(epochs_done + 1, cfg.epochs + 1):
             self.model.train()
             if order is None:
                 order = self.fit_idx[torch.randperm(len(self.fit_idx), generator=generator).numpy()]
             batches = index_batches(order, cfg.batch_size)[position:]
-            for number, (indices, pixels) in enumerate(zip(batches, self._reader(lr_index, epoch)(batches, position)),
-                                                       position):
-                self._train_step(pixels, indices, generator, mixing)
+            for number, (indices, pixels) in enumerate(zip(batches, self.reader(batches)), position):
+                self._train_step(pixels, indices, generator)
                 steps += 1
                 self._set_lr(optimizer, steps, lr)
                 save_point(self.checkpoint, lambda: state(epoch - 1, number + 1, order), False,
@@ -203,18 +211,16 @@ class FineTuning:
             save_point(self.checkpoint, lambda: state(epoch, 0, None), True, f"after epoch {epoch} (lr {lr})")
         return current
 
-    def _reader(self, lr_index: int, epoch: int) -> DeviceBatches:
+    def _train_step(self, pixels: torch.Tensor, indices: np.ndarray, generator: torch.Generator) -> None:
+        """One optimizer step on a batch of [0, 1] pixels at the stored size: its augmented views, mixed
+        with soft targets when the recipe mixes."""
         cfg = self.cfg
-        augment = HostRandAugment(cfg.rand_augment, self.seed, lr_index, epoch) if cfg.rand_augment else None
-        return DeviceBatches(self.train, self.device, host_transform=augment, resize=cfg.crop != "resized")
-
-    def _train_step(self, pixels: torch.Tensor, indices: np.ndarray, generator: torch.Generator,
-                    mixing: np.random.Generator | None) -> None:
-        cfg = self.cfg
-        images = augment(pixels, cfg, generator, self.size)
+        images = augment(pixels, cfg, generator, self.size, self.rand_augment, self.crop_mode)
         labels = label_tensor(self.train, indices, self.device)
-        if mixing is not None:
-            images, targets = mix_batch(images, labels, self.train.num_classes, cfg, mixing)
+        if cfg.mixes:
+            mixing = mix_params(images.shape[-2], images.shape[-1], cfg.mixup, cfg.cutmix, cfg.mixup_prob,
+                                cfg.mixup_switch_prob, generator)
+            images, targets = apply_mix(images, labels, self.train.num_classes, cfg.label_smoothing, mixing)
             self.step(images, lambda x: {"loss": soft_cross_entropy(self.model(x), targets)})
         else:
             self.step(images, lambda x: {"loss": F.cross_entropy(self.model(x), labels,
@@ -245,18 +251,25 @@ def _restored(saved: dict[str, Any] | None) -> _Candidate | None:
     return None if saved is None else _Candidate(saved["lr"], saved["epoch"], saved["val_acc"], saved["state"])
 
 
-def augment(pixels: torch.Tensor, cfg: FineTuneConfig, generator: torch.Generator, size: int | None) -> torch.Tensor:
-    """The training views of a batch: a translation (``crop: translate``) or a random-resized crop to
-    ``size`` (``crop: resized``), a flip when ``hflip``, then random erasing. The crop and flip draw
-    from ``generator`` (on the host; moved without waiting for the device)."""
-    from dssl.data.views import random_resized_crop
-
-    if cfg.crop == "resized":
-        images = random_resized_crop(pixels, size or pixels.shape[-1], cfg.crop_scale,
-                                     flip_p=0.5 if cfg.hflip else 0.0, generator=generator)
-    else:
+def augment(pixels: torch.Tensor, cfg: FineTuneConfig, generator: torch.Generator, size: int | None,
+            spec: RandAugmentSpec | None = None, crop_mode: str = "bilinear") -> torch.Tensor:
+    """The training views of a batch of [0, 1] pixels, on its device: a translation (``crop: translate``)
+    or a random-resized crop to ``size`` (``crop: resized``, interpolated by ``crop_mode``), a flip when
+    ``hflip``, RandAugment ``spec`` on the crop, then random erasing. Every parameter is drawn from
+    ``generator`` on the host; the crop and RandAugment work on whole pixel values, as PIL's do."""
+    if cfg.crop != "resized" and spec is None:   # the small-scale recipe, in [0, 1] throughout
         images = _translate_flip(pixels, cfg, generator)
-    return random_erasing(images, cfg.random_erasing) if cfg.random_erasing > 0 else images
+    else:
+        levels = pixels.mul(255.0).round_()
+        if cfg.crop == "resized":
+            levels = random_resized_crop(levels, size or pixels.shape[-1], cfg.crop_scale,
+                                         0.5 if cfg.hflip else 0.0, generator, crop_mode)
+        else:
+            levels = _translate_flip(levels, cfg, generator)
+        if spec is not None:
+            levels = rand_augment(levels, draw_rand_augment(spec, len(levels), generator))
+        images = levels.div_(255.0)
+    return random_erasing(images, cfg.random_erasing, generator) if cfg.random_erasing > 0 else images
 
 
 def _translate_flip(images: torch.Tensor, cfg: FineTuneConfig, generator: torch.Generator) -> torch.Tensor:

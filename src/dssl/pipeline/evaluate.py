@@ -1,5 +1,8 @@
 """Stages ``evaluate_<framework>@<cell>``: score every seed of one pretrained cell (or of a randomly
-initialised backbone) on every downstream dataset with every protocol the framework lists.
+initialised backbone) on the (downstream dataset, protocol) pairs the tables reading it need
+(``config.evaluation_plan``: the grids listing the cell, ``evaluate.grids``; the same function gives the
+catalogue its inputs and ``dssl plan`` its counts). Each result records the images the task trained the
+encoder on (``images_trained``), which the plan predicts.
 
 Hyper-parameters are chosen on a validation split carved from the training split; the test split is
 scored once. Each (seed, dataset, protocol) is one task, run side by side on the cores, and one result
@@ -9,9 +12,11 @@ is the very network pretraining seed s started from, so "pretrained minus random
 A stand-alone cell (``evaluate_local``) holds one encoder per client and seed; each is evaluated on its
 own and the seed's result is their mean (each client's accuracy kept in the file).
 
-Before a pretrained encoder is evaluated its BatchNorm running statistics are re-estimated on the
-unaugmented training images of the downstream dataset (``evaluation.batchnorm``): pretraining collected
-them on masked or augmented views. The random-init reference is evaluated exactly as it was created.
+With ``evaluate.reestimate_batchnorm: true`` a pretrained encoder's BatchNorm running statistics are
+re-estimated on the unaugmented training images of the downstream dataset before it is evaluated
+(``evaluation.batchnorm``; pretraining collected them on masked or augmented views); neither paper A nor
+its code does it, so the default is false, and each result says which ran (``batchnorm_reestimated``).
+The random-init reference is evaluated exactly as it was created.
 
 A protocol's config for a task is ``evaluate.<protocol>`` with its ``per_family`` and ``per_dataset``
 overrides resolved (``evaluation.registry``); the stage runs on the device the configs ask for
@@ -32,10 +37,11 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
+from dssl.artifacts import ArtifactError
+from dssl.config.evaluation_plan import cell_grids, protocol_config, stage_pairs
 from dssl.config.grids import cell_seeds, reference_seeds
 from dssl.config.sections import backbone_family
-from dssl.evaluation.registry import PROTOCOLS
-from dssl.pipeline.common import Stage, StageError, atomic_dir
+from dssl.pipeline.common import Stage, atomic_dir
 from dssl.pipeline.layout import (
     CHECKPOINTS,
     cell_path,
@@ -63,6 +69,7 @@ class Subject:
     describe: dict[str, Any]   # the columns the report groups by
     pretrained: bool = True
     clients: tuple[int, ...] = ()   # stand-alone cells: one encoder per client, scored as their mean
+    key: tuple[str, ...] = ()       # the cell as params names it (random init: its backbone)
 
     def weights(self, seed: int, client: int | None = None) -> Path | None:
         if not self.pretrained:
@@ -126,16 +133,18 @@ Task = tuple[int, str, str, "int | None"]   # (seed, dataset, protocol, stand-al
 RESULT_FILE = "result.json"
 
 
-def protocol_config(params: dict, protocol: str, dataset: str, backbone: str):
-    """The config a task runs with: ``evaluate.<protocol>`` with its family's and dataset's overrides."""
-    return PROTOCOLS[protocol].make_config(params["evaluate"][protocol], dataset, backbone_family(backbone))
-
-
 def task_folder(stage_name: str, task: Task) -> Path:
     """Where a task checkpoints and keeps its result until the stage has written its outputs."""
     seed, dataset, protocol, client = task
     folder = CHECKPOINTS / stage_name / seed_dir(seed) / f"{dataset}-{protocol}"
     return folder / client_dir(client) if client is not None else folder
+
+
+def reestimates_batchnorm(params: dict) -> bool:
+    """``evaluate.reestimate_batchnorm``: whether a pretrained encoder's BatchNorm statistics are re-estimated
+    on the downstream training images before a protocol runs. Neither paper A nor its code does (default
+    false); the embedded profile does, since pretraining collected them on masked or augmented views."""
+    return bool(params["evaluate"].get("reestimate_batchnorm", False))
 
 
 def _fingerprint(subject: Subject, params: dict, task: Task, config) -> str:
@@ -149,6 +158,7 @@ def _fingerprint(subject: Subject, params: dict, task: Task, config) -> str:
     inputs = [prepared_dir(dataset), *([subject.weights(seed, client)] if subject.pretrained else [])]
     identity = {"task": list(task), "backbone": subject.backbone, "config": asdict(config),
                 "image_size": params["pretrain"]["image_size"],
+                **({} if reestimates_batchnorm(params) else {"batchnorm": "kept"}),
                 "inputs": {path: md5 for path, (md5, _) in input_md5s(project_root(), inputs, lock=False).items()}}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -171,13 +181,15 @@ def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str,
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.evaluation.progress import Checkpoint
     from dssl.training.determinism import configure_determinism
+    from dssl.training.preemption import checkpoint_interval
 
     seed, dataset, protocol, client = task
     config = protocol_config(params, protocol, dataset, subject.backbone)
     folder, fingerprint = task_folder(stage_name, task), _fingerprint(subject, params, task, config)
     done = _finished(folder, fingerprint)
     if done is not None:
-        return TaskResult(done, asdict(config), "result")
+        return TaskResult({**done, "images_trained": trained_images(config, done["selected"])}, asdict(config),
+                          "result")
     configure_determinism(True)
     size = params["pretrain"]["image_size"]
     train, test = _downstream(dataset, size)
@@ -185,9 +197,10 @@ def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str,
     encoder = _encoder(subject.backbone, size, train.image_shape[0], weights, seed, device,
                        params["evaluate"].get("vit_pool"))
     facts = subject.pretraining_facts(weights, encoder)
-    if subject.pretrained:
+    reestimated = subject.pretrained and reestimates_batchnorm(params)
+    if reestimated:
         reestimate_batchnorm(encoder, train)
-    checkpoint = Checkpoint(folder, fingerprint)
+    checkpoint = Checkpoint(folder, fingerprint, checkpoint_interval(params).every_seconds)
     resumed = "checkpoint" if checkpoint.load() is not None else "no"
     result = evaluate(protocol, encoder, train, test, config, seed, checkpoint)
     record = {
@@ -195,12 +208,31 @@ def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str,
         "dataset": dataset, "protocol": protocol, "seed": seed, "n_test": len(test),
         "test_acc": float(result["test_acc"]), "val_acc": float(result["val_acc"]),
         "selected": {k: v for k, v in result.items() if k not in ("test_acc", "val_acc")},
+        "batchnorm_reestimated": reestimated,
         **({"client": client} if client is not None else {}),
     }
+    record["images_trained"] = trained_images(config, record["selected"])
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / RESULT_FILE, {"fingerprint": fingerprint, "record": record})
     checkpoint.remove()
     return TaskResult(record, asdict(config), resumed)
+
+
+def trained_images(config, outcome: dict[str, Any]) -> int:
+    """Images the task passed forward and backward through the encoder, from what the protocol reports it
+    ran: full fine-tuning trains every learning rate of its grid for ``max_epochs`` epochs over the fit
+    split in the batches ``index_batches`` makes (a trailing batch of one left out); the probes and kNN
+    train no encoder (0). A deterministic count, the same for a resumed task: ``dssl plan`` predicts it."""
+    from dssl.evaluation.configs import FineTuneConfig
+
+    if not isinstance(config, FineTuneConfig):
+        return 0
+    import numpy as np
+
+    from dssl.evaluation.common import index_batches
+
+    per_epoch = sum(len(batch) for batch in index_batches(np.arange(int(outcome["num_fit"])), config.batch_size))
+    return len(outcome["grid"]) * int(outcome["max_epochs"]) * per_epoch
 
 
 def _finished(folder: Path, fingerprint: str) -> dict[str, Any] | None:
@@ -216,9 +248,10 @@ def _finished(folder: Path, fingerprint: str) -> dict[str, Any] | None:
 
 
 def _tasks(params: dict, subject: Subject, seeds: list[int]) -> list[Task]:
-    protocols = params["evaluate"]["protocols"][subject.framework]
-    return [(seed, dataset, protocol, client) for seed in seeds
-            for dataset in params["evaluate"]["datasets"] for protocol in protocols
+    """Every (seed, dataset, protocol[, client]) of the stage: the pairs the tables reading the cell need
+    (``config.evaluation_plan``, the function the catalogue and ``dssl plan`` read too)."""
+    pairs = stage_pairs(params, subject.framework, subject.key)
+    return [(seed, dataset, protocol, client) for seed in seeds for dataset, protocol in pairs
             for client in (subject.clients or (None,))]
 
 
@@ -236,6 +269,7 @@ def mean_over_clients(results: list[tuple[dict, float]]) -> list[tuple[dict, flo
         merged.append(({**first,
                         "test_acc": sum(r["test_acc"] for r in records) / len(records),
                         "val_acc": sum(r["val_acc"] for r in records) / len(records),
+                        "images_trained": sum(r.get("images_trained", 0) for r in records),
                         "clients": {str(r["client"]): r["test_acc"] for r in records},
                         "selected": {str(r["client"]): r["selected"] for r in records}},
                        max(rss for _, rss in members)))
@@ -274,9 +308,7 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     results = run_tasks(partial(_evaluate_task, subject, params, stage.stage_name, device), tasks, device)
     if subject.clients:
         results = _clients_merged(results)
-    protocols = params["evaluate"]["protocols"][subject.framework]
-    read = {"evaluate": {key: params["evaluate"][key] for key in ("datasets", "vit_pool", *protocols)
-                         if key in params["evaluate"]},
+    read = {"evaluate": _evaluation_read(params, subject),
             "pretrain": {"image_size": params["pretrain"]["image_size"]}, "seeds": stage.seeds}
     strategy = subject.describe.get("strategy")
     if strategy:
@@ -287,6 +319,7 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     records = [
         StageRecord(stage.stage_name, read,
                     {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss,
+                     "images_trained": float(r.get("images_trained", 0)),
                      "resumed": float(outcome.resumed != "no"),
                      **{f"test_acc client {c}": a for c, a in (r.get("clients") or {}).items()}},
                     inputs=[prepared_dir(r["dataset"]), *inputs, *subject.seed_inputs(r["seed"])],
@@ -309,6 +342,21 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     for task in tasks:   # outputs and runs complete: the tasks' results are no longer needed
         _remove_task_folder(stage.stage_name, task)
     return out
+
+
+def _evaluation_read(params: dict, subject: Subject) -> dict[str, Any]:
+    """The ``evaluate`` params a stage reads (its MLflow runs' lineage): the defaults, the entries of the
+    grids listing its cell, ``vit_pool`` and every protocol it runs."""
+    evaluate = params["evaluate"]
+    protocols = dict.fromkeys(protocol for _, protocol in stage_pairs(params, subject.framework, subject.key))
+    read = {key: evaluate[key] for key in ("datasets", "vit_pool", "reestimate_batchnorm", *protocols)
+            if key in evaluate}
+    grids = evaluate.get("grids") or {}
+    if subject.framework in ("fl", "decl", "local") and grids:
+        named = {grid: grids[grid] for grid in cell_grids(params, subject.framework, subject.key) if grid in grids}
+        if named:
+            read["grids"] = named
+    return read
 
 
 def _remove_task_folder(stage_name: str, task: Task) -> None:
@@ -347,7 +395,8 @@ def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -
                   lambda params: cell_seeds(params, "fl", (model, partition, strategy)))
     params = stage.params
     subject = Subject("fl", cell_path(model, partition, strategy), params["models"][model]["backbone"],
-                      _describe(params, "fl", model, partition=partition, strategy=strategy))
+                      _describe(params, "fl", model, partition=partition, strategy=strategy),
+                      key=(model, partition, strategy))
     return _run(stage, subject, [])
 
 
@@ -358,14 +407,15 @@ def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> 
     params = stage.params
     subject = Subject("decl", cell_path(model, graph, strategy), params["models"][model]["backbone"],
                       _describe(params, "decl", model, partition=graph_partition(params, graph), graph=graph,
-                                strategy=strategy))
+                                strategy=strategy), key=(model, graph, strategy))
     return _run(stage, subject, [graph_file(graph)])
 
 
 def run_central(model: str, params_path: Path | str) -> Path:
     stage = Stage("evaluate_central", model, params_path)
     params = stage.params
-    subject = Subject("central", model, params["models"][model]["backbone"], _describe(params, "central", model))
+    subject = Subject("central", model, params["models"][model]["backbone"], _describe(params, "central", model),
+                      key=(model,))
     return _run(stage, subject, [])
 
 
@@ -375,8 +425,8 @@ def stand_alone_encoders(cell_dir: Path, seeds: list[int]) -> tuple[int, ...]:
                  if (p / "encoder.pt").is_file()} for s in seeds]
     common = set.intersection(*per_seed) if per_seed else set()
     if not common or any(found != common for found in per_seed):
-        raise StageError(f"{cell_dir}: the seeds {seeds} do not hold the same stand-alone clients "
-                         f"({[sorted(f) for f in per_seed]}); run its pretrain_local stage again")
+        raise ArtifactError(cell_dir, f"the seeds {seeds} do not hold the same stand-alone clients "
+                                      f"({[sorted(f) for f in per_seed]})")   # dssl <stage> adds the command
     return tuple(sorted(common))
 
 
@@ -388,7 +438,7 @@ def run_local(model: str, partition: str, params_path: Path | str) -> Path:
     cell = cell_path(model, partition)
     subject = Subject("local", cell, params["models"][model]["backbone"],
                       _describe(params, "local", model, partition=partition),
-                      clients=stand_alone_encoders(model_dir("local", cell), stage.seeds))
+                      clients=stand_alone_encoders(model_dir("local", cell), stage.seeds), key=(model, partition))
     return _run(stage, subject, [])
 
 
@@ -396,5 +446,6 @@ def run_random(backbone: str, params_path: Path | str) -> Path:
     # every seed a cell of this backbone runs: each cell pairs with its random-init reference seed by seed
     stage = Stage("evaluate_random", backbone, params_path,
                   lambda params: reference_seeds(params, backbone))
-    subject = Subject("random", backbone, backbone, _describe(stage.params, "random", None), pretrained=False)
+    subject = Subject("random", backbone, backbone, _describe(stage.params, "random", None), pretrained=False,
+                      key=(backbone,))
     return _run(stage, subject, [])

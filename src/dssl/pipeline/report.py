@@ -81,6 +81,12 @@ def settings(params: dict) -> dict[str, Any]:
             f"{p}: {', '.join(map(str, c))}" for p, c in pretrain["local"]["clients"].items()))
     evaluation = [f"downstream datasets: {', '.join(evaluate['datasets'])}"]
     evaluation += [f"{fw}: {', '.join(protocols)}" for fw, protocols in evaluate["protocols"].items()]
+    evaluation += [f"grid {name} (its table) read on: " + "; ".join(f"{key} {', '.join(entry[key])}"
+                                                                   for key in ("datasets", "protocols") if key in entry)
+                   for name, entry in (evaluate.get("grids") or {}).items()]
+    evaluation.append("BatchNorm statistics of pretrained encoders re-estimated on the downstream training images: "
+                      + ("yes" if evaluate.get("reestimate_batchnorm") else "no, as paper A and its code")
+                      + " (evaluate.reestimate_batchnorm)")
     grids = [line for fw, place in (("fl", "partitions"), ("decl", "graphs"), ("local", "partitions"))
              for line in _grid_lines(fw, (pretrain.get(fw) or {}).get("grids"), place)]
     for section in ("weight_distance", "features"):

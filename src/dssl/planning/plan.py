@@ -6,9 +6,10 @@ dataset: the disk its prepared arrays take; per SLURM job (every training stage)
 against the runtime the Snakemake profile requests for its rule, with a warning for each job that would
 run past it and the runtime that covers the rule's longest job.
 
-GPU-hours are FLOPs over a throughput (``throughput``): measured by ``benchmarks/gpu_round.py`` where its
-results file has the backbone, image size and step option, else an assumed share of a GPU's peak, said so
-where it is used.
+GPU-hours are FLOPs over a throughput (``throughput``): for training stages measured by
+``benchmarks/gpu_round.py``, for evaluation stages by ``benchmarks/finetune_rate.py``, where its results
+file has the backbone, image size and step option, else an assumed share of a GPU's peak; every stage is
+printed with the rate behind it (``measured: <row>`` or ``assumed: <share> x <peak>``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dssl.planning.costs import CostCache, model_costs
-from dssl.planning.throughput import DEFAULT_GPU, DEFAULT_SHARE, RESULTS, Rate, Throughput
+from dssl.planning.throughput import DEFAULT_GPU, DEFAULT_SHARE, EVALUATION, RESULTS, TRAINING, Rate, Throughput
 from dssl.planning.workload import StageCost, Workload
 from dssl.yamlio import load_yaml
 
@@ -51,9 +52,15 @@ class Plan:
     image_size: int
     flops_per_image: dict[str, float]       # training step FLOPs per model
     notes: list[str] = field(default_factory=list)
+    eval_rates: dict[tuple[str, str], Rate] = field(default_factory=dict)   # the evaluation stages' rates
 
     def stage(self, name: str) -> StageCost:
         return next(s for s in self.stages if s.stage == name)
+
+    def stage_rates(self, cost: StageCost) -> list[Rate]:
+        """The rates a stage's FLOPs were converted with (one per step option it runs)."""
+        rates = self.eval_rates if cost.kind.startswith("evaluate_") else self.rates
+        return [rates[cost.backbone, option] for option in cost.flops if (cost.backbone, option) in rates]
 
     def table_totals(self) -> dict[str, dict[str, float]]:
         """Per table: stages, images, FLOPs, GPU-hours (all its stages), own GPU-hours (stages no earlier
@@ -187,13 +194,17 @@ def make_plan(params_path: Path | str, root: Path, *, gpu: str = DEFAULT_GPU, sh
     stages = workload.stages()
     throughput = Throughput.from_file(_under(root, results or RESULTS), gpu=gpu, share=share, gpu_name=gpu_name)
     rates: dict[tuple[str, str], Rate] = {}
+    eval_rates: dict[tuple[str, str], Rate] = {}   # evaluation stages: fine-tuning rows, never pretraining's
     hours: dict[str, float] = {}
     for cost in stages:
         if not KINDS_BY_NAME[cost.kind].training or cost.backbone is None:
             continue
         hours[cost.stage] = 0.0
         for option, flops in cost.flops.items():
-            rate = rates.setdefault((cost.backbone, option), throughput.rate(cost.backbone, workload.size, option))
+            evaluation = cost.kind.startswith("evaluate_")
+            rate = (eval_rates if evaluation else rates).setdefault(
+                (cost.backbone, option),
+                throughput.rate(cost.backbone, workload.size, option, EVALUATION if evaluation else TRAINING))
             hours[cost.stage] += flops / rate.flops_per_s / 3600
     profile_dir = _under(root, profile or PROFILE)
     limits = runtime_limits(profile_dir)
@@ -209,10 +220,13 @@ def make_plan(params_path: Path | str, root: Path, *, gpu: str = DEFAULT_GPU, sh
     cache.save()
     if limits is None:
         notes.append(f"no Snakemake profile at {profile or PROFILE}: job runtimes not checked")
+    if eval_rates and not any(rate.measured for rate in eval_rates.values()):
+        notes.append("the evaluation rate is assumed (a share of the GPU's peak): no benchmarks/finetune_rate.py "
+                     "row for these backbones on a GPU; evaluation is not converted at the pretraining rate")
     return Plan(str(params_path), str(params.get("profile", "default")), stages, hours,
                 table_stages(params, {s.stage for s in stages}), rates, datasets, jobs,
                 str(profile or PROFILE) if limits is not None else None, workload.size, flops_per_image,
-                notes + list(workload.notes.values()))
+                notes + list(workload.notes.values()), eval_rates=eval_rates)
 
 
 def _under(root: Path, path: Path) -> Path:
@@ -233,7 +247,10 @@ def render(plan: Plan, stages: bool = False) -> str:
     """The plan as text: throughput, FLOPs per image, GPU-hours per table, jobs, data disk, notes."""
     lines = [f"plan of {plan.params_path} (profile {plan.profile_name}), {plan.image_size} px"]
     lines += ["", "throughput (FLOPs -> hours):"]
-    lines += [f"  {backbone} {option}: {rate.source}" for (backbone, option), rate in sorted(plan.rates.items())]
+    lines += [f"  {backbone} {option}, training: {rate.source}"
+              for (backbone, option), rate in sorted(plan.rates.items())]
+    lines += [f"  {backbone} {option}, evaluation: {rate.source}"
+              for (backbone, option), rate in sorted(plan.eval_rates.items())]
     lines += ["", "training FLOPs per image (one step: views, forward and backward; torch.utils.flop_counter):"]
     lines += [f"  {model:<16} {_flops(f)}" for model, f in plan.flops_per_image.items()]
     lines += ["", "GPU-hours per table (a table's stages: its grids' training and evaluation; 'own': without "
@@ -243,16 +260,18 @@ def render(plan: Plan, stages: bool = False) -> str:
     for table, t in plan.table_totals().items():
         lines.append(f"  {table:<20} {t['stages']:>6} {_count(t['images_trained']):>15} {_flops(t['flops']):>10} "
                      f"{t['gpu_hours']:>10,.1f} {t['own_gpu_hours']:>10,.1f} {_bytes(t['checkpoint_written']):>20}")
+    lines += evaluation_share_text(plan)
     if stages:
         lines += ["", "per stage (checkpoint per round: one seed; written and on disk: every seed):",
                   f"  {'stage':<56} {'images':>10} {'FLOPs':>10} {'GPU-h':>9} {'ckpt/round':>10} {'written':>10} "
-                  f"{'on disk':>10} {'weights':>10}"]
+                  f"{'on disk':>10} {'weights':>10}  rate"]
         for c in plan.stages:
             if c.stage in plan.hours:
                 lines.append(f"  {c.stage:<56} {_count(c.images_trained + c.images_forward):>10} "
                              f"{_flops(c.total_flops):>10} {plan.hours[c.stage]:>9,.1f} "
                              f"{_bytes(c.checkpoint_round):>10} {_bytes(c.checkpoint_written):>10} "
-                             f"{_bytes(c.checkpoint_disk):>10} {_bytes(c.outputs):>10}")
+                             f"{_bytes(c.checkpoint_disk):>10} {_bytes(c.outputs):>10}  "
+                             + "; ".join(rate.label for rate in plan.stage_rates(c)))
     lines += ["", _jobs_text(plan)]
     lines += ["", "prepared data (data/prepared/, uint8 arrays):"]
     for name, d in plan.datasets.items():
@@ -262,6 +281,32 @@ def render(plan: Plan, stages: bool = False) -> str:
     if plan.notes:
         lines += ["", "notes:"] + [f"  - {note}" for note in plan.notes]
     return "\n".join(lines)
+
+
+EVALUATION_RATIO = 10   # evaluation GPU-hours beyond this many times pretraining's: the plan says where they go
+
+
+def evaluation_share_text(plan: Plan) -> list[str]:
+    """Pretraining against evaluation GPU-hours, and evaluation's hours per downstream dataset (a stage's hours
+    shared out by its datasets' FLOPs); where evaluation passes ``EVALUATION_RATIO`` x pretraining, why."""
+    kinds = {c.stage: c for c in plan.stages if c.stage in plan.hours}
+    evaluation = {name: h for name, h in plan.hours.items() if kinds[name].kind.startswith("evaluate_")}
+    pretraining = sum(plan.hours.values()) - sum(evaluation.values())
+    by_dataset: dict[str, float] = {}
+    for name, hours in evaluation.items():
+        total = sum(kinds[name].evaluation_flops.values())
+        for (dataset, _), flops in kinds[name].evaluation_flops.items():
+            by_dataset[dataset] = by_dataset.get(dataset, 0.0) + (hours * flops / total if total else 0.0)
+    spent = sum(evaluation.values())
+    ratio = spent / pretraining if pretraining else math.inf
+    lines = [f"  pretraining {pretraining:,.1f} GPU-h, evaluation {spent:,.1f} GPU-h ({ratio:,.1f} x pretraining); "
+             "evaluation by dataset: " + (", ".join(f"{d} {h:,.1f}" for d, h in by_dataset.items()) or "none")]
+    if ratio > EVALUATION_RATIO:
+        largest = max(by_dataset, key=by_dataset.get)
+        lines.append(f"  evaluation is more than {EVALUATION_RATIO} x pretraining: full fine-tuning of every cell the "
+                     f"tables read (the papers' protocol), most of it on {largest} ({by_dataset[largest]:,.1f} GPU-h: "
+                     "its training split per epoch is many times a client's pretraining data)")
+    return lines
 
 
 def _jobs_text(plan: Plan) -> str:
@@ -286,11 +331,14 @@ def as_json(plan: Plan) -> dict:
         "tables": plan.table_totals(), "table_stages": plan.tables,
         "stages": [{"stage": c.stage, "kind": c.kind, "backbone": c.backbone, "images_trained": c.images_trained,
                     "images_forward": c.images_forward, "flops": c.total_flops, "flops_by_option": c.flops,
-                    "gpu_hours": plan.hours.get(c.stage), "checkpoint_round_bytes": c.checkpoint_round,
+                    "gpu_hours": plan.hours.get(c.stage), "rates": [r.label for r in plan.stage_rates(c)],
+                    "checkpoint_round_bytes": c.checkpoint_round,
                     "checkpoint_written_bytes": c.checkpoint_written, "checkpoint_disk_bytes": c.checkpoint_disk,
                     "output_bytes": c.outputs} for c in plan.stages],
         "throughput": {f"{b} {o}": {"flops_per_s": r.flops_per_s, "measured": r.measured, "source": r.source}
                        for (b, o), r in plan.rates.items()},
+        "evaluation_throughput": {f"{b} {o}": {"flops_per_s": r.flops_per_s, "measured": r.measured,
+                                               "source": r.source} for (b, o), r in plan.eval_rates.items()},
         "flops_per_image": plan.flops_per_image, "datasets": plan.datasets,
         "jobs": [{"stage": j.stage, "rule": j.rule, "hours": j.hours, "limit_minutes": j.limit_minutes,
                   "over_limit": j in plan.over_limit()} for j in plan.jobs],

@@ -8,7 +8,9 @@ It follows what the stages run, count by count:
   alone. Client sizes come from the written partition (``partition.json``), else an equal split of the
   dataset (noted: exact for the balanced schemes).
 - evaluation: per seed, dataset, protocol (and stand-alone client) the protocol's passes
-  (``protocol_work``); dataset sizes counted in the data folder, else as published (noted).
+  (``protocol_work``), over the (dataset, protocol) pairs the stage runs and with the config it runs each
+  with (``config.evaluation_plan``: the functions the stage calls); dataset sizes counted in the data
+  folder, else as published (noted).
 - checkpoints (``client_states``): FL writes the global models plus the state of each client that
   trained since the last checkpoint; DecL every client's row and state each round; central and
   stand-alone training one checkpoint at the end. Bytes are tensor bytes (``costs``).
@@ -47,6 +49,9 @@ class StageCost:
     checkpoint_disk: float = 0.0   # bytes its checkpoints hold once it is done
     outputs: float = 0.0           # bytes of the weights it saves
     notes: list[str] = field(default_factory=list)
+    # evaluation: images one seed (and stand-alone client) trains the encoder on, per (dataset, protocol)
+    evaluation: dict[tuple[str, str], float] = field(default_factory=dict)
+    evaluation_flops: dict[tuple[str, str], float] = field(default_factory=dict)   # every seed, per pair
 
     @property
     def total_flops(self) -> float:
@@ -67,23 +72,30 @@ def evaluation_counts(labels: int, classes: int, fraction: float) -> int:
     return classes * min(max(round(fraction * per_class), 1), per_class - 1) if per_class > 1 else 0
 
 
+def validation_count(class_counts: list[int], fraction: float) -> int:
+    """Validation images ``stratified_split`` takes from a training split of these images per class (a class
+    of one image stays in fit): exact where the prepared labels can be counted."""
+    return sum(min(max(round(fraction * n), 1), n - 1) for n in class_counts if n > 0)
+
+
 def eval_epochs(epochs: int, every: int) -> int:
     """Epochs at which a protocol scores its validation split (every ``every``-th and the last)."""
     return sum(1 for e in range(1, epochs + 1) if e % every == 0 or e == epochs)
 
 
 def protocol_work(config: Any, n_train: int, n_test: int, classes: int, encoder: EncoderCosts,
-                  pretrained: bool) -> tuple[float, float, float]:
+                  pretrained: bool, class_counts: list[int] | None = None) -> tuple[float, float, float]:
     """(images trained, images forwarded, FLOPs) of one protocol run on one encoder and dataset.
 
     Linear heads count 2 d C FLOPs per image forward and 6 d C forward + backward (d = feature size).
-    Before a pretrained CNN is scored its BatchNorm statistics are re-estimated: one forward pass over
-    the training images.
+    ``pretrained``: a pretrained CNN's BatchNorm statistics are re-estimated before it is scored
+    (``evaluate.reestimate_batchnorm``): one forward pass over the training images.
     """
     from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig
 
     d = encoder.feature_dim
-    n_val = evaluation_counts(n_train, classes, config.val_fraction)
+    n_val = (validation_count(class_counts, config.val_fraction) if class_counts is not None
+             else evaluation_counts(n_train, classes, config.val_fraction))
     n_fit = n_train - n_val
     forward = n_train if pretrained and encoder.batchnorm else 0
     if isinstance(config, FineTuneConfig):
@@ -122,6 +134,7 @@ class Workload:
         self.in_chans = DATASETS[self.dataset].image_shape(self.dataset_spec(self.dataset))[0]
         self.folder_notes = dict(folder_notes or {})   # by dataset: why its folder cannot be counted
         self.notes: dict[str, str] = {}   # plan-wide notes, by what they are about
+        self._class_counts: dict[str, list[int] | None] = {}
 
     # -- data ---------------------------------------------------------------------------------------
 
@@ -140,6 +153,24 @@ class Workload:
             why = self.folder_notes.get(name, f"{name}: no folder to count")
             self.notes[f"sizes of {name}"] = f"{why}: the plan takes the published sizes ({_sizes_text(sizes)})"
         return sizes
+
+    def class_counts(self, name: str) -> list[int] | None:
+        """Images per class of a dataset's prepared training split, where ``prepare`` wrote it (a validation
+        split's exact size: classes need not be balanced, nor all present); None before, when the plan takes
+        the classes as balanced."""
+        if name not in self._class_counts:
+            from dssl.pipeline.layout import prepared_dir
+
+            folder, counts = self.outputs / prepared_dir(name), None
+            if (folder / "meta.json").is_file():
+                import numpy as np
+
+                from dssl.data.datasets import load_split
+
+                labels = np.asarray(load_split(folder, "train").labels)
+                counts = [int(n) for n in np.bincount(labels)] if len(labels) else None
+            self._class_counts[name] = counts
+        return self._class_counts[name]
 
     def client_sizes(self, partition: str) -> list[int]:
         """Images per client: the written partition's, else an equal split of its dataset (noted)."""
@@ -256,9 +287,12 @@ class Workload:
         return [c for c in local_clients(self.params, partition, count) if 0 <= c < count]
 
     def _evaluate(self, cost: StageCost, fields: dict) -> None:
+        """Every (dataset, protocol) pair the stage runs (``evaluation_plan.stage_pairs``, as the stage does),
+        each with the config the stage builds for it (``evaluation_plan.protocol_config``: the dataset's and
+        backbone family's overrides resolved); ``evaluation`` keeps the images trained per pair."""
+        from dssl.config.evaluation_plan import protocol_config, stage_pairs
         from dssl.config.sections import DATASET_FACTS
         from dssl.data.datasets import DATASETS
-        from dssl.evaluation import PROTOCOLS
 
         framework = cost.kind.removeprefix("evaluate_")
         pretrained = framework != "random"
@@ -267,20 +301,29 @@ class Workload:
         clients = 1
         if framework == "local":
             clients = len(self.local_clients(fields["partition"], len(self.client_sizes(fields["partition"]))))
-        evaluate, seeds = self.params["evaluate"], len(self.seeds(fields))
-        for dataset in evaluate["datasets"]:
+        key = tuple(fields[arg] for arg in _kind_args(cost.kind))
+        reestimated = pretrained and bool(self.params["evaluate"].get("reestimate_batchnorm", False))
+        runs = len(self.seeds(fields)) * clients
+        for dataset, protocol in stage_pairs(self.params, framework, key):
             sizes = self.sizes(dataset)
             channels = DATASETS[dataset].image_shape(self.dataset_spec(dataset))[0]
             encoder = backbone_costs(cost.backbone, self.size, channels, self.cache)
-            for protocol in evaluate["protocols"][framework]:
-                section = evaluate.get(protocol) or {}
-                config = PROTOCOLS[protocol].make_config({k: v for k, v in section.items() if k not in STEP_KEYS})
-                trained, forward, flops = protocol_work(config, sizes["train"], sizes.get("test", 0),
-                                                        DATASET_FACTS[dataset]["num_classes"], encoder, pretrained)
-                runs = seeds * clients
-                cost.images_trained += runs * trained
-                cost.images_forward += runs * forward
-                cost.add_flops(step_option(**{k: section[k] for k in STEP_KEYS if k in section}), runs * flops)
+            config = protocol_config(self.params, protocol, dataset, cost.backbone)
+            counts = self.class_counts(dataset)
+            trained, forward, flops = protocol_work(config, sum(counts) if counts else sizes["train"],
+                                                    sizes.get("test", 0), DATASET_FACTS[dataset]["num_classes"],
+                                                    encoder, reestimated, counts)
+            cost.images_trained += runs * trained
+            cost.images_forward += runs * forward
+            cost.evaluation[(dataset, protocol)] = trained
+            cost.evaluation_flops[(dataset, protocol)] = runs * flops
+            cost.add_flops(step_option(**{k: getattr(config, k) for k in STEP_KEYS}), runs * flops)
+
+
+def _kind_args(kind: str) -> tuple[str, ...]:
+    from dssl.pipeline.catalogue import KINDS_BY_NAME
+
+    return KINDS_BY_NAME[kind].args
 
 
 def _trains(strategy, round_index: int, rounds: int) -> bool:

@@ -36,6 +36,36 @@ OTHER_FRAMEWORKS = ("central", "local")   # row specs "<framework>/<model>"
 CellSpec = tuple[str, str, str, str]   # (framework, model, strategy or "", place or "")
 
 
+def column_places(columns: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(label -> place, label -> dataset) of a section's ``columns``: a column is a place (``"fl-label"``,
+    ``"<strategy>@<place>"``) or ``{place: ..., dataset: ...}``; raises ValueError naming a malformed one."""
+    places, datasets = {}, {}
+    for label, spec in columns.items():
+        if isinstance(spec, Mapping):
+            unknown = sorted(set(spec) - {"place", "dataset"})
+            if unknown or not isinstance(spec.get("place"), str) or not isinstance(spec.get("dataset", ""), str):
+                raise ValueError(f"column {label!r} must be a place or {{place: <partition or graph>, "
+                                 f"dataset: <downstream dataset>}}, got {dict(spec)}")
+            places[label] = spec["place"]
+            if spec.get("dataset"):
+                datasets[label] = spec["dataset"]
+        elif isinstance(spec, str) and spec:
+            places[label] = spec
+        else:
+            raise ValueError(f"column {label!r} must name a partition or graph, got {spec!r}")
+    return places, datasets
+
+
+def read_on_text(data: pd.DataFrame) -> str:
+    """The downstream dataset the cells are read on, or each column's where they differ (every cell and claim
+    reads one dataset)."""
+    by_column = dict(zip(data["column"], data["dataset"]))
+    datasets = list(dict.fromkeys(by_column.values()))
+    if len(datasets) == 1:
+        return datasets[0]
+    return "one dataset per column (" + ", ".join(f"{column}: {d}" for column, d in by_column.items()) + ")"
+
+
 def model_text(spec: Mapping[str, Any]) -> str:
     """``byol on cnn_small (predictor=False)``: a models entry as params.yaml states it."""
     hparams = ", ".join(f"{k}={v}" for k, v in (spec.get("hparams") or {}).items())
@@ -74,20 +104,23 @@ class StrategyComparison(ReportSection):
     gate_best_row_only: ClassVar[bool] = False
     note: ClassVar[str] = ""                     # which definitions the rows use, where a paper and its code differ
 
-    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, Any], framework: str = "fl",
                  protocol: str = "finetune", best: str | None = None, references: tuple[str, ...] | list[str] = (),
-                 paper_scale_only: tuple[str, ...] | list[str] = ()) -> None:
+                 paper_scale_only: tuple[str, ...] | list[str] = (), dataset: str | None = None) -> None:
         """``best``: the label of the paper's best row when this build labels it differently (Table 2
         has a FedMAR row per backbone); ``references``: rows shown but not compared; ``paper_scale_only``:
         the paper's rows or columns this profile does not run (named in the report, so a reader sees what
-        is missing and why)."""
+        is missing and why). ``dataset``: the downstream dataset every cell is read on (default the report's
+        ``report.dataset``); a column given as ``{place: <partition or graph>, dataset: <name>}`` is read on
+        its own (Table 2's CIFAR-10, CIFAR-100 and ImageNet columns of one partition)."""
         if framework not in ("fl", "decl"):
             raise ValueError(f"framework must be one of fl, decl, got {framework!r}")
         if not rows or not columns:
             raise ValueError("rows (label -> strategy) and columns (label -> partition or graph) must be non-empty")
         check_protocols([protocol])
-        self.model, self.framework, self.protocol = model, framework, protocol
-        self.rows, self.columns = dict(rows), dict(columns)
+        self.model, self.framework, self.protocol, self.dataset = model, framework, protocol, dataset
+        self.rows = dict(rows)
+        self.columns, self.column_datasets = column_places(columns)
         if best is not None:
             self.best_row = best
         if self.best_row not in self.rows:
@@ -129,9 +162,14 @@ class StrategyComparison(ReportSection):
             raise ValueError(f"cell ({row}, {column}): {row_spec!r} is not 'central/<model>' or 'local/<model>'")
         return framework, model, "", (place or column_place) if framework == "local" else ""
 
-    def _cell(self, results: pd.DataFrame, framework: str, model: str, strategy: str, place: str) -> pd.DataFrame:
+    def column_dataset(self, column: str, ctx: ReportContext) -> str:
+        """The one downstream dataset a column's cells are read on: the column's, the section's, the report's."""
+        return self.column_datasets.get(column) or self.dataset or ctx.dataset
+
+    def _cell(self, results: pd.DataFrame, framework: str, model: str, strategy: str, place: str,
+              dataset: str) -> pd.DataFrame:
         chosen = ((results["framework"] == framework) & (results["model"] == model)
-                  & (results["protocol"] == self.protocol))
+                  & (results["protocol"] == self.protocol) & (results["dataset"] == dataset))
         if strategy:
             chosen &= results["strategy"] == strategy
         if place:
@@ -141,9 +179,12 @@ class StrategyComparison(ReportSection):
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         specs = {(row, column): spec for row in self.rows for column in self.columns
                  if (spec := self.spec(row, column)) is not None}
-        self._cells = {key: cell for key, spec in specs.items() if not (cell := self._cell(ctx.results, *spec)).empty}
+        read_on = {column: self.column_dataset(column, ctx) for column in self.columns}
+        self._cells = {key: cell for key, spec in specs.items()
+                       if not (cell := self._cell(ctx.results, *spec, read_on[key[1]])).empty}
         return pd.DataFrame([{"row": row, "column": column, **dict(zip(("framework", "model", "strategy", "place"),
                                                                         specs[(row, column)])),
+                              "dataset": read_on[column],
                               "cell": cell_name(cell.iloc[0]), "scheme": cell.iloc[0]["scheme"],
                               "alpha": cell.iloc[0]["alpha"], **accuracy_summary(cell)}
                              for (row, column), cell in self._cells.items()])
@@ -176,7 +217,8 @@ class StrategyComparison(ReportSection):
         measured = pd.DataFrame({"row": data["row"], "column": data["column"], "cell": data["cell"],
                                  "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
         parts = [f"![{self.title}]({FIGURES}/{self.name}.png)",
-                 f"{self.intro} Model {self.model}, {self.framework.upper()}, scored with {self.protocol}; "
+                 f"{self.intro} Model {self.model}, {self.framework.upper()}, scored with {self.protocol} on "
+                 f"{read_on_text(data)}; "
                  f"{CELL_NOTE}. "
                  "Each row names its cell as framework/model/" + PLACE[self.framework] + "/strategy (central/<model>: "
                  "trained on the pooled data; local/<model>/<partition>: each client trained alone, scored as the "
@@ -245,11 +287,11 @@ class Fig2b(StrategyComparison):
     intro = ("Paper A's Fig. 2b plots MAR and MAE over alpha (1 to 0.001) in FL and DecL and gives its values "
              "only in the figure. Rows must be labelled MAE and MAR; columns are label-skew partitions.")
 
-    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
-                 protocol: str = "finetune") -> None:
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, Any], framework: str = "fl",
+                 protocol: str = "finetune", dataset: str | None = None) -> None:
         if set(rows) != {"MAE", "MAR"}:
             raise ValueError(f"fig2b rows must be exactly MAE and MAR, got {sorted(rows)}")
-        super().__init__(model, rows, columns, framework, protocol)
+        super().__init__(model, rows, columns, framework, protocol, dataset=dataset)
 
     def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
         """Accuracy against the label skew alpha of each column's partition, MAE and MAR as lines."""
@@ -274,9 +316,9 @@ class Fig2bDecl(Fig2b):
 
     title = "Fig. 2b (DecL): DecMAR against MAE across label skew"
 
-    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "decl",
-                 protocol: str = "finetune") -> None:
-        super().__init__(model, rows, columns, framework, protocol)
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, Any], framework: str = "decl",
+                 protocol: str = "finetune", dataset: str | None = None) -> None:
+        super().__init__(model, rows, columns, framework, protocol, dataset)
 
 
 @register_section("table6")
@@ -290,9 +332,9 @@ class Table6(StrategyComparison):
     intro = ("Paper A's Table 6 trains decentralized MIM with four consensus rules; its values differ by at most "
              "1.4 pp between rules, and FL is above all of them.")
 
-    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "decl",
-                 protocol: str = "finetune", best: str | None = None) -> None:
-        super().__init__(model, rows, columns, framework, protocol, best)
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, Any], framework: str = "decl",
+                 protocol: str = "finetune", best: str | None = None, dataset: str | None = None) -> None:
+        super().__init__(model, rows, columns, framework, protocol, best, dataset=dataset)
 
     def choices(self, data: pd.DataFrame, ctx: ReportContext) -> list[str]:
         """Adds, per graph of the table, its degrees and each rule's distance from uniform mixing: on a graph
@@ -457,9 +499,10 @@ class FedSSLStopGradient(StrategyComparison):
     claim_works = "FedBYOL works without stop-gradient: it beats the random-init backbone (paper B)"
     intro = "Paper B finds stop-gradient not always necessary: FedBYOL works without it, FedSimSiam does not."
 
-    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, str], framework: str = "fl",
-                 protocol: str = "finetune", works_without: tuple[str, ...] | list[str] = ("BYOL",)) -> None:
-        super().__init__(model, rows, columns, framework, protocol)
+    def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, Any], framework: str = "fl",
+                 protocol: str = "finetune", works_without: tuple[str, ...] | list[str] = ("BYOL",),
+                 dataset: str | None = None) -> None:
+        super().__init__(model, rows, columns, framework, protocol, dataset=dataset)
         unknown = sorted(set(works_without) - set(self.columns))
         if unknown:
             raise ValueError(f"works_without names columns {unknown} that are not among {sorted(self.columns)}")
@@ -519,7 +562,7 @@ class FedEMALambda(ReportSection):
     title = "Paper B: FedEMA's accuracy against a constant lambda"
 
     def __init__(self, model: str, partition: str, points: Mapping[str, str], protocol: str = "linear_probe",
-                 framework: str = "fl") -> None:
+                 framework: str = "fl", dataset: str | None = None) -> None:
         try:
             self.points = {float(value): str(strategy) for value, strategy in points.items()}
         except (TypeError, ValueError) as err:
@@ -528,6 +571,7 @@ class FedEMALambda(ReportSection):
             raise ValueError("a sweep needs at least two lambda values")
         check_protocols([protocol])
         self.model, self.partition, self.protocol, self.framework = model, partition, protocol, framework
+        self.dataset = dataset   # the one downstream dataset the sweep is read on (default the report's)
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         results = ctx.results
@@ -535,7 +579,8 @@ class FedEMALambda(ReportSection):
         for value, strategy in self.points.items():
             cell = results[(results["framework"] == self.framework) & (results["model"] == self.model)
                            & (results["strategy"] == strategy) & (results["partition"] == self.partition)
-                           & (results["protocol"] == self.protocol)]
+                           & (results["protocol"] == self.protocol)
+                           & (results["dataset"] == (self.dataset or ctx.dataset))]
             if not cell.empty:
                 rows.append({"x": value, "strategy": strategy, "cell": cell_name(cell.iloc[0]),
                              "dataset": cell.iloc[0]["dataset"], **accuracy_summary(cell)})

@@ -48,7 +48,8 @@ class LearningCurve(ReportSection):
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         results = ctx.results
         cells = results[(results["framework"] == "fl") & results["model"].isin(self.models)
-                        & results["strategy"].isin(self.strategies) & (results["partition"] == self.partition)]
+                        & results["strategy"].isin(self.strategies) & (results["partition"] == self.partition)
+                        & (results["dataset"] == ctx.dataset)]   # a point reads one downstream dataset
         if self.protocols is not None:
             cells = cells[cells["protocol"].isin(self.protocols)]
         if cells.empty:

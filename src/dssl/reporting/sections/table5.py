@@ -102,7 +102,7 @@ class Table5(ReportSection):
             protocol = self.protocols.get(model, self.protocol)
             cells[label] = results[(results["framework"] == "fl") & (results["model"] == model)
                                    & (results["strategy"] == strategy) & (results["partition"] == self.partition)
-                                   & (results["protocol"] == protocol)]
+                                   & (results["protocol"] == protocol) & (results["dataset"] == ctx.dataset)]
             if cells[label].empty:
                 return f"untestable: no FL {protocol} result of {model} / {strategy} on {self.partition}"
         return gate.untestable(cells)
