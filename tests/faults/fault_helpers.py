@@ -5,9 +5,13 @@ with the reason."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -110,3 +114,33 @@ def edit_params(root: Path, change) -> None:
 def error_lines(err: str) -> list[str]:
     """The lines a command printed to stderr, without progress bars and warnings of libraries."""
     return [line for line in err.splitlines() if line.strip() and not line.startswith(("WARNING", "  warnings"))]
+
+
+def killed_after(root: Path, stage: list[str], checkpoints: int) -> None:
+    """Run ``stage`` in a process of its own that hangs after its ``checkpoints``-th checkpoint; SIGKILL it."""
+    marker = root / "paused"
+    script = (
+        "import sys, time, pathlib\n"
+        "import dssl.federation.simulator as s\n"
+        "from dssl.cli import main\n"
+        "original, count = s.save_checkpoint, []\n"
+        "def hang(directory, payload):\n"
+        "    path = original(directory, payload)\n"
+        "    count.append(1)\n"
+        f"    if len(count) == {checkpoints}:\n"
+        f"        pathlib.Path({str(marker)!r}).touch()\n"
+        "        time.sleep(600)\n"
+        "    return path\n"
+        "s.save_checkpoint = hang\n"
+        f"sys.exit(main({stage!r}))\n")
+    env = {**os.environ, "DSSL_WARM": "0", "DSSL_WORKERS": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=root, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        assert process.poll() is None, process.stderr.read().decode()[-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()

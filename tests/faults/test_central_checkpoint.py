@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import fault_helpers as faults
@@ -139,36 +136,6 @@ def _record_epochs(monkeypatch) -> list[int]:
     return starts
 
 
-def _killed_after(root: Path, stage: list[str], checkpoints: int) -> None:
-    """Run ``stage`` in a process of its own that hangs after its ``checkpoints``-th checkpoint; SIGKILL it."""
-    marker = root / "paused"
-    script = (
-        "import sys, time, pathlib\n"
-        "import dssl.federation.simulator as s\n"
-        "from dssl.cli import main\n"
-        "original, count = s.save_checkpoint, []\n"
-        "def hang(directory, payload):\n"
-        "    path = original(directory, payload)\n"
-        "    count.append(1)\n"
-        f"    if len(count) == {checkpoints}:\n"
-        f"        pathlib.Path({str(marker)!r}).touch()\n"
-        "        time.sleep(600)\n"
-        "    return path\n"
-        "s.save_checkpoint = hang\n"
-        f"sys.exit(main({stage!r}))\n")
-    env = {**os.environ, "DSSL_WARM": "0", "DSSL_WORKERS": "1"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    process = subprocess.Popen([sys.executable, "-c", script], cwd=root, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while not marker.exists():
-        assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-
-
 def _same_files(root: Path, reference: Path, cell: str, folders: list[str]) -> None:
     for folder in folders:
         for name in ("model.pt", "encoder.pt", "history.json"):
@@ -186,7 +153,7 @@ def test_central_checkpoints_every_second_epoch_and_a_kill_resumes_from_it(prepa
     assert written == [(0, 2), (0, 4), (1, None)] * 2
 
     root = faults.copy_of(prepared, tmp_path / "project", monkeypatch)
-    _killed_after(root, CENTRAL, checkpoints=2)   # seed 0 after its checkpoint of epoch 4
+    faults.killed_after(root, CENTRAL, checkpoints=2)   # seed 0 after its checkpoint of epoch 4
     assert not (root / CENTRAL_CELL).exists()
     starts = _record_epochs(monkeypatch)
     assert main(CENTRAL) == 0
@@ -201,7 +168,7 @@ def test_stand_alone_clients_resume_from_an_epoch_checkpoint(prepared: Path, tmp
     assert main(LOCAL) == 0
 
     root = faults.copy_of(prepared, tmp_path / "project", monkeypatch)
-    _killed_after(root, LOCAL, checkpoints=4)   # seed 0's client 3 after its checkpoint of epoch 2
+    faults.killed_after(root, LOCAL, checkpoints=4)   # seed 0's client 3 after its checkpoint of epoch 2
     starts = _record_epochs(monkeypatch)
     assert main(LOCAL) == 0
     # seed 0's client 0 was complete (its round's checkpoint is resumed, nothing trains), client 3 goes on

@@ -4,11 +4,6 @@ after its k-th checkpoint resumes from it and ends with the bits of a run never 
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import fault_helpers as faults
@@ -91,33 +86,7 @@ def test_the_interval_is_honoured_and_a_kill_resumes_from_the_last_checkpoint(pr
     assert written == [2, 4, 6, 2, 4, 6]   # every 2nd round of each seed, the last one included
 
     root = faults.copy_of(prepared, tmp_path / "project", monkeypatch)
-    marker = root / "paused"
-    # the stage in a process of its own that hangs after its 2nd checkpoint (round 4 of seed 0) until killed
-    script = (
-        "import sys, time, pathlib\n"
-        "import dssl.federation.simulator as s\n"
-        "from dssl.cli import main\n"
-        "original, count = s.save_checkpoint, []\n"
-        "def hang(directory, payload):\n"
-        "    path = original(directory, payload)\n"
-        "    count.append(1)\n"
-        "    if len(count) == 2:\n"
-        f"        pathlib.Path({str(marker)!r}).touch()\n"
-        "        time.sleep(600)\n"
-        "    return path\n"
-        "s.save_checkpoint = hang\n"
-        f"sys.exit(main({STAGE!r}))\n")
-    env = {**os.environ, "DSSL_WARM": "0", "DSSL_WORKERS": "1"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    process = subprocess.Popen([sys.executable, "-c", script], cwd=root, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 300
-    while not marker.exists():
-        assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    faults.killed_after(root, STAGE, checkpoints=2)   # after round 4 of seed 0
     assert not (root / CELL).exists()
 
     import dssl.federation.simulator as simulator
