@@ -1,5 +1,7 @@
 """The warm stage server's client: a command whose process in the server dies without an exit status
-fails with an error that says so, instead of a bare exit status 1."""
+fails with an error that says so, instead of a bare exit status 1; and a stage run by the server dies with
+the ``dssl`` command that asked for it (kill -9 of that command, of `dssl repro`'s process group, say),
+else it trained on unseen and wrote its outputs behind the rerun's back."""
 
 from __future__ import annotations
 
@@ -22,6 +24,12 @@ def _serve(root: Path) -> None:
         return 0
 
     warm.serve(root, stand_in)
+
+
+def _ask(root: Path) -> None:
+    os.chdir(root)
+    os.environ.pop("DSSL_WARM", None)
+    os._exit(warm.try_delegate(["stand-in"], root) or 0)
 
 
 @pytest.fixture
@@ -69,3 +77,33 @@ def test_a_killed_waiter_gives_an_error_naming_the_command(server: tuple[Path, i
     assert status == 1
     error = capfd.readouterr().err
     assert "`dssl pretrain_fl a b c`" in error and "ended without reporting its exit status" in error
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_stage_dies_with_its_killed_caller(server: tuple[Path, int]) -> None:
+    root, server_pid = server
+    caller = multiprocessing.get_context("fork").Process(target=_ask, args=(root,))
+    caller.start()
+    deadline = time.monotonic() + 30
+    stages: list[int] = []
+    while not stages:
+        assert time.monotonic() < deadline, "the server started no stage"
+        stages = [stage for waiter in _children(server_pid) for stage in _children(waiter)]
+        time.sleep(0.05)
+    os.kill(caller.pid, signal.SIGKILL)
+    caller.join()
+    deadline = time.monotonic() + 3
+    while any(map(_alive, stages)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, stages)), "the stage trains on after its caller was killed"
+    while any(map(_alive, _children(server_pid))) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, _children(server_pid))), "the stage's waiter lives on"
+    assert warm.socket_path(root).exists(), "the waiter took the server's socket with it"
