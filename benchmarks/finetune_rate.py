@@ -57,7 +57,7 @@ METHOD = "finetune"
 def recipe(backbone: str, dataset: str, batch: int, option: str, device: str):
     """The ``FineTuneConfig`` configs/paper.yaml gives ``backbone`` on ``dataset``, at ``batch`` with the step
     option ``option`` on ``device`` (the recipe's own batch and step settings replaced by the benchmark's)."""
-    from dssl.config.sections import backbone_family
+    from dssl.config.lookups import backbone_family
     from dssl.evaluation.registry import PROTOCOLS
     from dssl.yamlio import load_yaml
 

@@ -92,7 +92,7 @@ def optimizer_for(backbone: str) -> dict:
     """The optimizer recipe ``configs/paper.yaml`` gives the backbone's family (``pretrain.optimizers``, what
     the paper profile's stages train with): SGD for ResNet-18, AdamW without decay on norms and biases for
     Tiny-ViT. A mapping, which ``FLConfig.from_dict`` turns into the optimizer as it does for a stage."""
-    from dssl.config.sections import backbone_family
+    from dssl.config.lookups import backbone_family
     from dssl.yamlio import load_yaml
 
     return load_yaml(PAPER_PARAMS.read_text())["pretrain"]["optimizers"][backbone_family(backbone)]

@@ -77,7 +77,7 @@ def parse_cell(params: dict, text: str) -> tuple[str, str | None, str | None]:
 
 def prepare_data(params: dict, cells: list[tuple[str, str | None, str | None]]) -> None:
     """Prepare the pretraining and downstream datasets, and the partitions and graphs the cells use."""
-    from dssl.config.sections import graph_partition
+    from dssl.config.lookups import graph_partition
     from dssl.data.datasets import DATASETS
     from dssl.pipeline import graph, partition
     from dssl.pipeline.pretrain import graph_spec
@@ -105,7 +105,7 @@ def follow_figure_seed(params: dict) -> None:
 
 def _cell(params: dict, framework: str, place: str | None, strategy: str | None, model: str, seed: int):
     """The pipeline's cell of one task; its params record the one seed this task trains."""
-    from dssl.config.sections import graph_partition
+    from dssl.config.lookups import graph_partition
     from dssl.pipeline.layout import graph_file, partition_dir
     from dssl.pipeline.pretrain import Cell, _params_read, graph_spec
 

@@ -12,7 +12,7 @@ from dssl.cli import main
 from dssl.config.checker import ParamsError
 from dssl.config.params import load_params, read_params, validate
 from dssl.config.methods import declared_methods, value_problem
-from dssl.config.sections import DATASET_FACTS
+from dssl.config.dataset_facts import DATASET_FACTS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -169,21 +169,22 @@ def test_feature_augment_keys(good: dict) -> None:
 
 
 def test_registry_names_match_the_validator() -> None:
-    from dssl.config import sections
+    from dssl.config.lookups import backbone_families
+    from dssl.config.sections import evaluate, training
     from dssl.evaluation import PROTOCOLS
     from dssl.methods import METHODS
     from dssl.models import BACKBONES
     from dssl.models.vit import POOLS
 
     assert set(declared_methods()) == set(METHODS)
-    families = sections.backbone_families()
+    families = backbone_families()
     assert set(families) == set(BACKBONES)
     assert all(BACKBONES[name].family == family for name, family in families.items())
-    assert sections.PROTOCOL_NAMES == set(PROTOCOLS)
-    assert sections.VIT_POOLS == POOLS
+    assert evaluate.PROTOCOL_NAMES == set(PROTOCOLS)
+    assert evaluate.VIT_POOLS == POOLS
     from dssl.federation.local import OPTIMIZERS, SCHEDULES
 
-    assert sections.OPTIMIZER_NAMES == set(OPTIMIZERS) and sections.SCHEDULE_NAMES == set(SCHEDULES)
+    assert training.OPTIMIZER_NAMES == set(OPTIMIZERS) and training.SCHEDULE_NAMES == set(SCHEDULES)
 
 
 def test_a_strategy_entry_may_carry_its_own_optimizer_recipe(good: dict) -> None:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dssl.config.params import read_params, validate
-from dssl.config.sections import dataset_train_size
+from dssl.config.dataset_facts import dataset_train_size
 from dssl.data.datasets import DATASETS, DatasetError, load_split
 from dssl.data.prepared_format import load_provenance
 from dssl.data.photo_digits import bilinear_weights, load_photos, upscale_digits

@@ -64,7 +64,7 @@ def _alone(folder: Path, signal_after_steps: int | None = None,
 @pytest.mark.usefixtures("single_thread")
 def test_a_stop_request_ends_training_alone_after_the_epoch_and_it_resumes_to_the_same_bits(tmp_path: Path,
                                                                                             handlers) -> None:
-    from dssl.federation.simulator import round_outcomes
+    from dssl.federation.run_result import round_outcomes
 
     uninterrupted = _alone(tmp_path / "uninterrupted")
     unsaved = _alone(tmp_path / "no-epoch-checkpoints", interval=CheckpointInterval(1, 3600))

@@ -94,7 +94,7 @@ def test_load_state_copies_in_place():
 
 
 def test_mixing_rows_need_not_be_symmetric_but_matrix_must_be_row_stochastic():
-    from dssl.federation.simulator import _check_mixing
+    from dssl.federation.decl import _check_mixing
 
     _check_mixing(np.array([[0.5, 0.5], [0.2, 0.8]]), 2)
     with pytest.raises(ValueError, match="row-stochastic"):

@@ -11,7 +11,8 @@ import pytest
 from dssl.config.checker import Checker
 from dssl.config.evaluation_plan import cell_pairs, protocol_config, random_pairs, stage_pairs
 from dssl.config.params import read_params
-from dssl.config.sections import check_evaluate, check_report
+from dssl.config.sections.evaluate import check_evaluate
+from dssl.config.sections.report import check_report
 from dssl.pipeline.catalogue import instances
 from dssl.planning.workload import Workload, evaluation_counts
 

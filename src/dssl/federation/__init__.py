@@ -2,15 +2,9 @@
 
 from dssl.federation.checkpoint import CheckpointMismatchError
 from dssl.federation.local import ClientData, OptimizerConfig, clients_from_partition
-from dssl.federation.simulator import (
-    DECL_ORDERS,
-    DecLConfig,
-    DecLSimulator,
-    FLConfig,
-    FLSimulator,
-    RunResult,
-    make_schedule,
-)
+from dssl.federation.decl import DECL_ORDERS, DecLConfig, DecLSimulator
+from dssl.federation.fl import FLConfig, FLSimulator, make_schedule
+from dssl.federation.run_result import RunResult
 from dssl.federation.state import StackedStates, weighted_average
 from dssl.federation.strategies import STRATEGIES, ClientContext, Strategy, Upload, create_strategy, register_strategy
 

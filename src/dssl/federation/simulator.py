@@ -1,19 +1,10 @@
-"""FL and DecL simulators: rounds of local training and aggregation on one worker model.
+"""The machinery the FL and DecL round loops share (``Simulator``): per-client training, the round
+loop, metrics, checkpoints and resumption, on one worker model. ``fl.FLSimulator`` and
+``decl.DecLSimulator`` add how a round chooses, trains and combines its clients.
 
 One model instance (the SSL method) trains every client in turn: a client's starting state is copied
 into it in place, trained, and its shared tensors are cloned for aggregation. No per-client model
 copies, no per-round optimizer construction (see ``local``), one host sync per client.
-
-- ``FLSimulator``: paper A's Algorithm 1 / FedAvg. Each round K of N clients, drawn uniformly without
-  replacement (the whole schedule is drawn up front from the seed), train E epochs from the global
-  model; the server aggregates their uploads.
-- ``DecLSimulator``: paper A's Algorithm 2. Each round all clients average with their neighbours at
-  once, X <- W X with the row-stochastic mixing matrix W (``dssl.topology.mixing``), then every client
-  trains E epochs from its mixed model (order ``mix_then_train``, Alg. 2 line 10); paper A's code
-  trains first, then mixes (order ``train_then_mix``). The final model is the average of all clients
-  (``Strategy.aggregation_weights``). With a column-stochastic push-sum matrix P each client also
-  keeps a push-sum weight w_i (Kempe et al. 2003; Assran et al., Stochastic Gradient Push, 2019): rows
-  hold x_i, a client trains from x_i / w_i, its update is added to x_i, and x <- P x, w <- P w.
 
 Both write a checkpoint after each completed round (``checkpoint``) and resume from it, so a killed
 run continues to the same final weights, bit for bit, as an uninterrupted one (same hardware). What
@@ -25,13 +16,11 @@ global (or stacked DecL) models, the strategy state and the states of the client
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import logging
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -41,13 +30,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from dssl.federation.checkpoint import CheckpointMismatchError, fingerprint, load_checkpoint, save_checkpoint
-from dssl.federation.client_states import ClientStates, check_storage, to_device
+from dssl.federation.client_states import ClientStates, check_storage
 from dssl.federation.local import (
     ClientData,
     LocalProgress,
     LocalResult,
-    OptimizerConfig,
-    StepOptions,
     TrainStep,
     build_optimizer,
     reset_optimizer,
@@ -64,135 +51,16 @@ from dssl.federation.reproducibility import (
     seed_global_rng,
     torch_generator,
 )
-from dssl.federation.state import StackedStates, StateDict, load_state_, snapshot, state_digest
-from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Strategy, Upload
-from dssl.topology.mixing import ORDERS
+from dssl.federation.run_result import RunResult
+from dssl.federation.state import StateDict, load_state_, snapshot, state_digest
+from dssl.federation.strategies.base import ClientContext, Strategy, Upload
+from dssl.federation.train_config import TrainConfig
 from dssl.training import preemption
 
 logger = logging.getLogger(__name__)
 
 ON_MISMATCH = ("error", "restart")
 RoundCallback = Callable[[dict], None]
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Settings shared by FL and DecL (paper A, appendix A.2 for the paper-scale values).
-
-    ``precision`` (``fp32`` | ``bf16``), ``channels_last`` and ``compile`` choose how each local step
-    runs (``local.StepOptions``: bf16 autocast, channels-last memory format, ``torch.compile``). They
-    are off by default, which is the plain fp32 step every existing result was produced with.
-    """
-
-    rounds: int
-    local_epochs: int = 1
-    batch_size: int = 32
-    seed: int = 0
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    drop_last: bool = True
-    deterministic: bool = True
-    checkpoint_every: int = 1  # rounds between checkpoints; the last round is always saved
-    precision: str = "fp32"
-    channels_last: bool = False
-    compile: bool = False
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]):
-        """Build from a params mapping; ``optimizer`` may be a nested mapping."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - known
-        if unknown:
-            raise TypeError(f"unknown {cls.__name__} keys {sorted(unknown)}; known: {sorted(known)}")
-        values = dict(values)
-        if isinstance(values.get("optimizer"), Mapping):
-            values["optimizer"] = OptimizerConfig.from_dict(values["optimizer"])
-        return cls(**values)
-
-    def validate(self) -> None:
-        for name in ("rounds", "local_epochs", "batch_size", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        self.step_options().validate()
-
-    def step_options(self) -> StepOptions:
-        """The local step's options (``precision``, ``channels_last``, ``compile``)."""
-        return StepOptions(self.precision, self.channels_last, self.compile)
-
-    def identity(self) -> dict[str, Any]:
-        """The settings that decide a run's result, for the checkpoint fingerprint.
-
-        ``checkpoint_every`` does not change the result. Step options enter only when not at their
-        default, so runs with the plain step keep the fingerprints (and checkpoints) they had before
-        these options existed; a bf16, channels-last or compiled run never resumes a plain one.
-        """
-        values = dataclasses.asdict(self)
-        values.pop("checkpoint_every")
-        default = StepOptions()
-        for name in ("precision", "channels_last", "compile"):
-            if values[name] == getattr(default, name):
-                values.pop(name)
-        return values
-
-
-@dataclass(frozen=True)
-class FLConfig(TrainConfig):
-    clients_per_round: int = 5
-
-
-DECL_ORDERS = ORDERS
-
-
-@dataclass(frozen=True)
-class DecLConfig(TrainConfig):
-    """``order``: ``mix_then_train`` is paper A's Algorithm 2 (line 10 mixes, then the client trains;
-    the final model averages the trained models); ``train_then_mix`` is its released code."""
-
-    order: str = "mix_then_train"
-
-    def validate(self) -> None:
-        super().validate()
-        if self.order not in DECL_ORDERS:
-            raise ValueError(f"order must be one of {', '.join(DECL_ORDERS)}, got {self.order!r}")
-
-
-@dataclass
-class RunResult:
-    """The outcome of a run. ``final_state`` is the model to evaluate (FL: the global model
-    ``final_index``, which ``Strategy.final_global_index`` chooses, 0 unless a strategy keeps several;
-    DecL: the average of all clients, index 0); ``metrics`` holds one record per round (see
-    ``Simulator.run``)."""
-
-    final_state: StateDict
-    global_states: list[StateDict]
-    metrics: list[dict]
-    schedule: list[list[int]]
-    resumed_rounds: int
-    fingerprint: str
-    final_index: int = 0
-
-
-# The keys of a round's record (``Simulator.run``) that measure time, and what the round's checkpoint wrote
-# (whether a round is checkpointed depends on the clock): they differ from run to run, whereas everything
-# else in the record is a function of the run's inputs, as its weights are.
-ROUND_TIMINGS = ("train_time_s", "wall_time_s", "images_per_s", "checkpoint_s", "checkpoint_bytes")
-
-
-def round_outcomes(metrics: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """The per-round records without their timings: the same for every run of the same inputs."""
-    return [{key: value for key, value in record.items() if key not in ROUND_TIMINGS} for record in metrics]
-
-
-def round_timings(metrics: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
-    """Each timing of the per-round records, round after round (0 where a record lacks it)."""
-    return {key: [float(record.get(key, 0.0)) for record in metrics] for key in ROUND_TIMINGS}
-
-
-def make_schedule(num_clients: int, per_round: int, rounds: int, seed: int) -> list[list[int]]:
-    """Clients of each round, uniformly without replacement within a round (sorted for reading)."""
-    if not 1 <= per_round <= num_clients:
-        raise ValueError(f"clients_per_round must be in 1..{num_clients}, got {per_round}")
-    rng = np.random.default_rng(derive_seed(seed, Stream.SCHEDULE))
-    return [sorted(int(c) for c in rng.choice(num_clients, per_round, replace=False)) for _ in range(rounds)]
 
 
 def progress_enabled() -> bool:
@@ -531,175 +399,3 @@ class Simulator:
             generator.set_state(saved["generators"][name].cpu())
         set_global_rng_state(saved["rng"])
         return LocalProgress(saved["epochs"], saved["steps"], saved["images"], dict(saved["sums"]))
-
-
-class FLSimulator(Simulator):
-    """Federated learning with a server (paper A, Algorithm 1; McMahan et al.'s FedAvg loop).
-
-    ``FLSimulator(method, clients, strategy, FLConfig(...), checkpoint_dir=..., run_config=...).run()``
-    """
-
-    kind = "fl"
-    config: FLConfig
-
-    def __init__(self, method: nn.Module, clients: Sequence[ClientData], strategy: Strategy,
-                 config: FLConfig, **kwargs: Any):
-        if not isinstance(config, FLConfig):
-            raise TypeError(f"FLSimulator needs an FLConfig, got {type(config).__name__}")
-        super().__init__(method, clients, strategy, config, **kwargs)
-        # Global models hold only the shared keys: per-client memory never enters them.
-        self.global_states = strategy.initial_global_states(snapshot(method, strategy.shared_keys))
-
-    def _make_schedule(self) -> list[list[int]]:
-        config = self.config
-        return make_schedule(len(self.clients), config.clients_per_round, config.rounds, config.seed)
-
-    def _run_round(self, round_index: int) -> tuple[list[LocalResult], dict]:
-        tasks = [ClientTask(client_id, round_index, sum(client_id in chosen for chosen in self.schedule[:round_index]))
-                 for client_id in self.schedule[round_index]]
-        uploads, results = map(list, zip(*self._train_clients(tasks, self.global_states)))
-        self.strategy.receive_uploads(uploads, round_index)
-        self.global_states = self.strategy.server_step(self._aggregate(uploads), uploads, round_index)
-        return results, {}
-
-    def _aggregate(self, uploads: list[Upload]) -> list[StateDict]:
-        """Aggregate each global model over the uploads that started from it (FedAvg by default)."""
-        merged = list(self.global_states)
-        for index in sorted({u.model_index for u in uploads}):
-            group = [u for u in uploads if u.model_index == index]
-            weights = self.strategy.aggregation_weights([u.num_samples for u in group])
-            previous = self.global_states[index]
-            merged[index] = {**previous, **self.strategy.aggregate(group, weights, previous)}
-        return merged
-
-    def _model_payload(self) -> dict:
-        return {"global_states": self.global_states}
-
-    def _restore_models(self, payload: Mapping[str, Any]) -> None:
-        self.global_states = payload["global_states"]
-
-    def _result_states(self) -> tuple[StateDict, list[StateDict], int]:
-        """The strategy's final global model (model 0 unless it keeps several), completed with the
-        initial local tensors so that it loads into the method (as DecL's final model);
-        ``global_states`` are the shared tensors only."""
-        index = self.strategy.final_global_index(self.global_states)
-        if not 0 <= index < len(self.global_states):
-            raise IndexError(f"strategy {self.strategy.name!r} chose global model {index} of "
-                             f"{len(self.global_states)}")
-        return {**self.strategy.initial_local, **self.global_states[index]}, self.global_states, index
-
-
-class DecLSimulator(Simulator):
-    """Decentralized learning on a fixed graph (paper A, Algorithm 2).
-
-    ``DecLSimulator(method, clients, strategy, mixing, DecLConfig(...), checkpoint_dir=...).run()``;
-    ``mixing`` is the N x N row-stochastic matrix of ``dssl.topology.mixing.mixing_matrix``, or with
-    ``push_sum=True`` a column-stochastic one run with push-sum weights. Each round's record adds
-    ``consensus_distance``: mean_i ||x_i - x_bar||^2 right after mixing (push-sum: of x_i / w_i).
-    """
-
-    kind = "decl"
-    config: DecLConfig
-
-    def __init__(self, method: nn.Module, clients: Sequence[ClientData], strategy: Strategy,
-                 mixing: np.ndarray, config: DecLConfig, *, push_sum: bool = False, **kwargs: Any):
-        if not isinstance(config, DecLConfig):
-            raise TypeError(f"DecLSimulator needs a DecLConfig, got {type(config).__name__}")
-        self.push_sum = bool(push_sum)
-        self.mixing_np = _check_mixing(mixing, len(clients), column=self.push_sum)
-        super().__init__(method, clients, strategy, config, **kwargs)
-        self.mixing = torch.as_tensor(self.mixing_np, device=self.device)
-        self.local_template = {k: self.initial_state[k] for k in strategy.local_keys}
-        self.states = StackedStates({k: self.initial_state[k] for k in strategy.shared_keys}, len(clients))
-        self.push_weights = torch.ones(len(clients), dtype=torch.float64, device=self.device)
-
-    def _fingerprint_items(self, run_config: Mapping[str, Any]) -> dict:
-        items = super()._fingerprint_items(run_config)
-        items["mixing"] = hashlib.sha256(self.mixing_np.tobytes()).hexdigest()
-        if self.push_sum:
-            items["push_sum"] = True
-        return items
-
-    def _make_schedule(self) -> list[list[int]]:
-        return [list(range(len(self.clients)))] * self.config.rounds
-
-    def _run_round(self, round_index: int) -> tuple[list[LocalResult], dict]:
-        mix_first = self.config.order == "mix_then_train"
-        extras = {"consensus_distance": self._gossip([], round_index)} if mix_first else {}
-        tasks = [ClientTask(client_id, round_index, round_index,
-                            [{**self.local_template, **self._model_row(client_id)}])
-                 for client_id in range(len(self.clients))]
-        uploads, results = map(list, zip(*self._train_clients(tasks, receive=self._store_upload)))
-        self.strategy.receive_uploads(uploads, round_index)
-        if not mix_first:
-            extras["consensus_distance"] = self._gossip(uploads, round_index)
-        return results, extras
-
-    def _store_upload(self, task: ClientTask, upload: Upload) -> None:
-        """Write a trained model into its row as soon as it arrives (its clone is dropped: the row holds it)."""
-        (start,) = task.global_states
-        self._write_trained(task.client_id, start, upload.state)
-        upload.state = self.states.row(task.client_id)
-
-    def _gossip(self, uploads: list[Upload], round_index: int) -> float:
-        self.strategy.gossip(self.states, self.mixing, uploads, round_index)
-        if self.push_sum:
-            self.push_weights = self.mixing.to(torch.float64) @ self.push_weights
-        return self._consensus_distance()
-
-    def _model_row(self, client_id: int) -> StateDict:
-        """The model client ``client_id`` holds: its row (views), de-biased by w_i under push-sum."""
-        row = self.states.row(client_id)
-        if not self.push_sum:
-            return row
-        weight = self.push_weights[client_id]
-        return {k: (v / weight.to(v.dtype)) if v.is_floating_point() else (v / weight).round().to(v.dtype)
-                for k, v in row.items()}
-
-    def _write_trained(self, client_id: int, start: StateDict, trained: Mapping[str, torch.Tensor]) -> None:
-        """Store a trained model; under push-sum add the update to x_i (SGP's x_i - lr * g(x_i / w_i))."""
-        if self.push_sum:
-            row, weight = self.states.row(client_id), self.push_weights[client_id]
-            trained = {k: row[k] + (trained[k] - start[k]) if row[k].is_floating_point()
-                       else trained[k].double() * weight for k in row}
-        self.states.write_row(client_id, trained)
-
-    def _consensus_distance(self) -> float:
-        if not self.push_sum:
-            return self.states.consensus_distance()
-        models = self.states.floats / self.push_weights.to(self.states.floats.dtype)[:, None]
-        return float((models - models.mean(dim=0, keepdim=True)).pow(2).sum(dim=1).mean())
-
-    def client_state(self, client_id: int) -> StateDict:
-        """Client ``client_id``'s current model (views into the stacked states for float tensors)."""
-        kept = to_device(self.local_states[client_id].get(LOCAL_MODEL, {}), self.device)
-        return {**self.local_template, **self._model_row(client_id), **kept}
-
-    def _model_payload(self) -> dict:
-        return {"client_states": self.states.tensors(), "push_weights": self.push_weights}
-
-    def _restore_models(self, payload: Mapping[str, Any]) -> None:
-        self.states.load_tensors(payload["client_states"])
-        self.push_weights = payload["push_weights"].to(self.device)
-
-    def _result_states(self) -> tuple[StateDict, list[StateDict], int]:
-        """The weighted average of the clients; under push-sum sum_j a_j x_j / sum_j a_j w_j."""
-        weights = self.strategy.aggregation_weights([c.num_samples for c in self.clients])
-        shared = self.states.average(weights)
-        if self.push_sum:
-            mass = float(torch.as_tensor(weights, dtype=torch.float64, device=self.device) @ self.push_weights)
-            shared = {k: v / mass if v.is_floating_point() else (v / mass).round().to(v.dtype)
-                      for k, v in shared.items()}
-        return {**self.local_template, **shared}, [shared], 0
-
-
-def _check_mixing(mixing: np.ndarray, num_clients: int, column: bool = False) -> np.ndarray:
-    matrix = np.asarray(mixing, dtype=np.float64)
-    if matrix.shape != (num_clients, num_clients):
-        raise ValueError(f"mixing matrix must be {num_clients} x {num_clients}, got {matrix.shape}")
-    if not np.isfinite(matrix).all() or (matrix < 0).any():
-        raise ValueError("mixing matrix must be finite and non-negative")
-    axis, kind = (0, "column") if column else (1, "row")
-    if not np.allclose(matrix.sum(axis=axis), 1.0, atol=1e-9):
-        raise ValueError(f"mixing matrix must be {kind}-stochastic, {kind} sums {matrix.sum(axis=axis).tolist()}")
-    return np.ascontiguousarray(matrix)

@@ -29,7 +29,7 @@ from functools import partial
 from pathlib import Path
 
 from dssl.config.grids import cell_seeds
-from dssl.config.sections import backbone_family
+from dssl.config.lookups import backbone_family
 from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import (CHECKPOINTS, SINGLE_CLIENT_STRATEGY, cell_path, client_dir, graph_file, model_dir,
                                   partition_dir, prepared_dir, seed_dir)
@@ -127,7 +127,7 @@ def _save_seed(folder: Path, cell: Cell, seed: int, method, result, extra: dict)
     ``summary_metrics``, and the per-round timings as metrics at steps 1, 2, ... (``ROUND_TIMINGS``)."""
     import torch
 
-    from dssl.federation.simulator import round_outcomes, round_timings
+    from dssl.federation.run_result import round_outcomes, round_timings
 
     method.load_state_dict(result.final_state)
     method.cpu()  # weights are saved device-free
@@ -272,7 +272,7 @@ def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -
 def _decl_seed(cell: Cell, params: dict, seed: int):
     import numpy as np
 
-    from dssl.config.sections import graph_partition
+    from dssl.config.lookups import graph_partition
     from dssl.data.partition import load_partition
     from dssl.federation import DecLConfig, DecLSimulator, clients_from_partition
     from dssl.topology.graphs import load_graph
@@ -300,7 +300,7 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
 
 
 def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> Path:
-    from dssl.config.sections import graph_partition
+    from dssl.config.lookups import graph_partition
 
     stage = Stage("pretrain_decl", f"{model}-{graph}-{strategy}", params_path,
                   lambda params: cell_seeds(params, "decl", (model, graph, strategy)))

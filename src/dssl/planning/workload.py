@@ -291,7 +291,7 @@ class Workload:
         each with the config the stage builds for it (``evaluation_plan.protocol_config``: the dataset's and
         backbone family's overrides resolved); ``evaluation`` keeps the images trained per pair."""
         from dssl.config.evaluation_plan import protocol_config, stage_pairs
-        from dssl.config.sections import DATASET_FACTS
+        from dssl.config.dataset_facts import DATASET_FACTS
         from dssl.data.datasets import DATASETS
 
         framework = cost.kind.removeprefix("evaluate_")

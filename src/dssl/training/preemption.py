@@ -59,7 +59,7 @@ class CheckpointInterval:
 
 
 def checkpoint_interval(params: Mapping[str, Any]) -> CheckpointInterval:
-    """The interval a params file sets (validated by ``dssl.config.sections.check_checkpoint``); the
+    """The interval a params file sets (validated by ``dssl.config.sections.checkpoint.check_checkpoint``); the
     defaults of ``CheckpointInterval`` for a key it leaves out."""
     section = params.get(CHECKPOINT_SECTION) or {}
     default = CheckpointInterval()
