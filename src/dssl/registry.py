@@ -29,10 +29,14 @@ class Registry(dict[str, T], Generic[T]):
     """A ``dict`` from name to entry whose failed lookups raise :class:`UnknownNameError`.
 
     With ``package`` and ``decorator`` it is lazy: the entries are declared by decorators in the modules
-    of that package (``@register_method``, ``@register_strategy("fedmar")``, ...), which are found by
+    of that package (``@register_method``, ``@register_strategy("fedmar")``, ``@register_protocol("knn")``,
+    ``@register_mixing("uniform")``, ``@register_alignment("a_mmd")``, ...), which are found by
     reading the modules' syntax trees (``declared_names``) and imported only when a name is looked up.
     A stage that trains SimSiam then imports, and depends on, SimSiam's module alone: that is what lets
-    a stage's code lineage (``dssl.pipeline.codedeps``) hold only the modules its cell uses. Iterating,
+    a stage's code lineage (``dssl.pipeline.codedeps``) hold only the modules its cell uses. A declaration's
+    literal keyword options (a backbone's ``family``, a mixing rule's ``column_stochastic``, a protocol's
+    config class) are read from the same syntax trees (``entry_options``), so they too are declared once,
+    beside the code, and known without importing it. Iterating,
     ``len`` and ``in`` see every declared name (iteration imports them all).
     """
 
@@ -72,6 +76,14 @@ class Registry(dict[str, T], Generic[T]):
         if name not in declared:
             self._unknown(name)
         return declared[name]
+
+    def options(self, name: str) -> dict[str, object]:
+        """The literal keyword options ``name`` is declared with (``entry_options``), read without importing
+        its module; an unknown name raises UnknownNameError."""
+        found = declarations(self.package, self.decorator) if self.package and self.decorator else {}
+        if name not in found:
+            self._unknown(name)
+        return dict(found[name][1])
 
     def names(self) -> list[str]:
         """Every name, declared or registered, sorted; imports nothing."""
@@ -132,6 +144,9 @@ LAZY: dict[str, tuple[str, str]] = {
     "method": ("methods", "register_method"),
     "backbone": ("models", "register_backbone"),
     "strategy": ("federation.strategies", "register_strategy"),
+    "protocol": ("evaluation", "register_protocol"),
+    "mixing": ("topology.mixing_rules", "register_mixing"),
+    "alignment": ("federation.alignments", "register_alignment"),
 }
 
 
@@ -171,27 +186,35 @@ def declarations(package: str, decorator: str) -> dict[str, tuple[str, tuple[tup
     found: dict[str, tuple[str, tuple[tuple[str, object], ...]]] = {}
     for path in sorted(folder.glob("*.py")):
         for node in ast.parse(path.read_text(), filename=str(path)).body:
-            declared = _declaration(node, decorator)
-            if declared is None:
-                continue
-            name, options = declared
-            if name in found:
-                raise ValueError(f"{name!r} is declared in {package}.{found[name][0]} and {package}.{path.stem}")
-            found[name] = (path.stem, options)
+            for name, options in _declarations(node, decorator):
+                if name in found:
+                    raise ValueError(f"{name!r} is declared in {package}.{found[name][0]} and {package}.{path.stem}")
+                found[name] = (path.stem, options)
     return found
 
 
-def _declaration(node: ast.stmt, decorator: str) -> tuple[str, tuple[tuple[str, object], ...]] | None:
+def _declarations(node: ast.stmt, decorator: str) -> list[tuple[str, tuple[tuple[str, object], ...]]]:
+    """Every ``(name, options)`` a class or function declares: one function may implement several entries
+    (the few-shot probe is both ``linear_probe_10pct`` and ``linear_probe_1pct``), one decorator each."""
     if not isinstance(node, (ast.ClassDef, ast.FunctionDef)):
-        return None
+        return []
+    found = []
     for mark in node.decorator_list:
-        if isinstance(mark, ast.Call) and isinstance(mark.func, ast.Name) and mark.func.id == decorator:
-            if mark.args and isinstance(mark.args[0], ast.Constant) and isinstance(mark.args[0].value, str):
-                options = tuple((k.arg, ast.literal_eval(k.value)) for k in mark.keywords if k.arg)
-                return mark.args[0].value, options
-        if isinstance(mark, ast.Name) and mark.id == decorator and isinstance(node, ast.ClassDef):
-            name = _class_name_attribute(node)
-            return (name, ()) if name is not None else None
+        declared = _declaration(node, mark, decorator)
+        if declared is not None:
+            found.append(declared)
+    return found
+
+
+def _declaration(node: ast.ClassDef | ast.FunctionDef, mark: ast.expr,
+                 decorator: str) -> tuple[str, tuple[tuple[str, object], ...]] | None:
+    if isinstance(mark, ast.Call) and isinstance(mark.func, ast.Name) and mark.func.id == decorator:
+        if mark.args and isinstance(mark.args[0], ast.Constant) and isinstance(mark.args[0].value, str):
+            options = tuple((k.arg, ast.literal_eval(k.value)) for k in mark.keywords if k.arg)
+            return mark.args[0].value, options
+    if isinstance(mark, ast.Name) and mark.id == decorator and isinstance(node, ast.ClassDef):
+        name = _class_name_attribute(node)
+        return (name, ()) if name is not None else None
     return None
 
 

@@ -18,15 +18,10 @@ from dssl.federation import (
     OptimizerConfig,
     create_strategy,
 )
-from dssl.federation.alignment import (
-    a_mmd,
-    a_mmd_code,
-    alignment_loss,
-    bandwidth,
-    cosine_alignment,
-    cosine_gamma,
-    mmd,
-)
+from dssl.federation.alignment import alignment_loss, cosine_gamma
+from dssl.federation.alignments.a_mmd_code import a_mmd_code
+from dssl.federation.alignments.cosine import cosine_alignment
+from dssl.federation.alignments.mmd import a_mmd, bandwidth, mmd
 from dssl.methods import create_method
 
 pytestmark = pytest.mark.usefixtures("single_thread")

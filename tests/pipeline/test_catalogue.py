@@ -10,7 +10,8 @@ import pytest
 
 from dssl.config.params import load_params, read_params
 from dssl.evaluation.registry import PROTOCOLS
-from dssl.pipeline.catalogue import KINDS, Catalogue, instances, manifest_path, producer
+from dssl.pipeline.catalogue import (KINDS, Catalogue, component_modules, component_terms, instances, manifest_path,
+                                     producer)
 from dssl.pipeline.code import code_manifest
 from dssl.pipeline.codedeps import closure_files, code_dependencies, compact, import_closure, package_root
 from dssl.pipeline.dvcfile import dangling_stages, git_tracked_outputs, is_stale, render_files, rendered_stages
@@ -106,20 +107,35 @@ def test_a_module_named_by_a_string_counts(tmp_path) -> None:
     assert import_closure("dssl.a", tmp_path) == {"dssl", "dssl.a", "dssl.b", "dssl.c"}
 
 
-def test_only_the_evaluation_stages_depend_on_the_protocols_implementations() -> None:
-    # every stage reads the protocol registry (the params validator does); only evaluation runs a protocol,
-    # so an edit to the linear probe re-runs the evaluations and the report, not the pretraining
+def test_only_the_evaluation_stages_that_run_a_protocol_depend_on_its_implementation() -> None:
+    # every stage reads the protocol registry (the params validator does); no kind's shared code holds an
+    # implementation: an evaluation depends on those of the protocols its cell runs (``protocol/<names>``), so
+    # an edit to fine-tuning re-runs the fine-tuning evaluations and the report, nothing else
     implementations = {f"dssl.evaluation.{protocol.module}" for protocol in PROTOCOLS.values()}
     assert implementations == {"dssl.evaluation.linear_probe", "dssl.evaluation.finetune", "dssl.evaluation.knn",
                                "dssl.evaluation.few_shot"}
-    kinds = {stage.kind.name: stage.kind.module for stage in instances(read_params(REPO / "params.yaml"))}
-    for kind, module in kinds.items():
-        held = implementations & import_closure(module)
-        if kind.startswith("evaluate_"):
-            assert held == implementations, kind
-        elif kind != "features":   # Fig. 3 reuses the evaluation stage's encoder loading (same module)
-            assert held == set(), (kind, held)
+    stages = instances(read_params(REPO / "params.yaml"))
+    for stage in stages:
+        assert implementations & import_closure(stage.kind.module) == set(), stage.kind.name
+    finetune = {s.name for s in stages
+                if any("dssl.evaluation.finetune" in component_modules(c) for c in s.components)}
+    assert finetune and all(name.startswith("evaluate_") for name in finetune)
+    runs_finetune = {s.name for s in stages
+                     if s.kind.name.startswith("evaluate_") and "finetune" in s.fields["protocols"].split("+")}
+    assert finetune == runs_finetune
     assert "dssl.federation.simulator" not in import_closure("dssl.pipeline.evaluate")
+
+
+def test_a_component_of_several_entries_hashes_the_union_of_their_closures() -> None:
+    assert component_terms("protocol/knn+linear_probe_10pct") == [("protocol", "knn"),
+                                                                  ("protocol", "linear_probe_10pct")]
+    assert component_terms("strategy/fedmar+alignment/cosine") == [("strategy", "fedmar"), ("alignment", "cosine")]
+    assert component_modules("strategy/fedmar+alignment/cosine") == ["dssl.federation.strategies.mar",
+                                                                     "dssl.federation.alignments.cosine"]
+    files = set(closure_files(component_modules("protocol/knn+linear_probe_10pct")))
+    assert files == set(closure_files("dssl.evaluation.knn")) | set(closure_files("dssl.evaluation.few_shot"))
+    with pytest.raises(ValueError, match="registry"):
+        component_terms("colour/red")
 
 
 def test_no_stage_computes_with_the_catalogue() -> None:
@@ -137,7 +153,8 @@ def test_no_stage_kind_imports_a_registry_entry_module() -> None:
 
     entries = {module_name(package, stem) for package, decorator in LAZY.values()
                for stem in declared_names(package, decorator).values()}
-    assert {"dssl.methods.byol", "dssl.models.vit", "dssl.federation.strategies.fedema"} <= entries
+    assert {"dssl.methods.byol", "dssl.models.vit", "dssl.federation.strategies.fedema", "dssl.evaluation.finetune",
+            "dssl.topology.mixing_rules.push_sum", "dssl.federation.alignments.cosine"} <= entries
     for kind in KINDS:
         assert entries & import_closure(kind.module) == set(), kind.name
 
@@ -148,14 +165,44 @@ def test_each_cell_depends_on_the_manifests_of_its_method_backbone_and_strategy(
     fedema = stages["pretrain_fl@byol-cnn-fl-2class-fedema"]
     assert fedema.components == ("method/byol", "backbone/cnn_small", "strategy/fedema")
     assert stages["pretrain_central@mae-vit"].components == ("method/mae", "backbone/vit_small", "strategy/fedavg")
-    assert stages["evaluate_random@vit_small"].components == ("backbone/vit_small",)
+    assert stages["evaluate_random@vit_small"].components == (
+        "backbone/vit_small", "protocol/finetune+knn+linear_probe+linear_probe_10pct")
     users = {name for name, s in stages.items() if "strategy/fedema" in s.components}
     assert users and all(name.startswith(("pretrain_fl@", "pretrain_decl@")) for name in users)
     dvc = rendered_stages(params, REPO)
     deps = dvc["pretrain_fl"]["do"]["deps"]
     assert {"reports/lineage/code/pretrain_fl.json", "reports/lineage/code/method/${item.method}.json",
-            "reports/lineage/code/strategy/${item.strategy_name}.json"} <= set(deps)
+            "reports/lineage/code/strategy/${item.strategy_code}.json"} <= set(deps)
+    assert "reports/lineage/code/mixing/${item.mixing}.json" in dvc["pretrain_decl"]["do"]["deps"]
+    assert "reports/lineage/code/protocol/${item.protocols}.json" in dvc["evaluate_fl"]["do"]["deps"]
     assert set(dvc["code"]["outs"]) >= {manifest_path(c) for s in stages.values() for c in s.components}
+
+
+def test_a_cell_depends_on_its_mixing_rule_alignment_and_protocols_alone() -> None:
+    # a DecL cell on its mixing rule's manifest, a FedMAR / DecMAR cell on its alignment's (the default
+    # included), an evaluation on its protocols'; the graph stages save every rule's matrix
+    params = load_params(REPO / "params.yaml")
+    stages = instances(params)
+    decl = [s for s in stages if s.kind.name == "pretrain_decl"]
+    assert decl and all(f"mixing/{s.fields['mixing']}" in s.components for s in decl)
+    push_sum = {s.name for s in stages if "mixing/push_sum" in s.components}
+    assert push_sum == {s.name for s in decl if s.fields["mixing"] == "push_sum"} | {"graphs"} | {
+        s.name for s in stages if s.kind.name == "graph_improve"}
+    mar = [s for s in stages if s.kind.name.startswith("pretrain_")
+           and s.fields.get("strategy_code", "").startswith(("fedmar", "decmar"))]
+    assert mar and all("+alignment/" in s.components[2] for s in mar)
+    cosine = {s.name for s in stages if any("alignment/cosine" in c for c in s.components)}
+    assert cosine == {s.name for s in mar if params["strategies"][s.fields["strategy"]].get("alignment") == "cosine"}
+    assert all("+alignment/" not in c for s in stages if s.kind.name.startswith("pretrain_") and s not in mar
+               for c in s.components)
+    used = {c for s in stages for c in s.components}
+    manifests = {name: code_manifest(component_modules(name), REPO) for name in used
+                 if name.startswith(("mixing/", "protocol/", "strategy/fedmar+"))}
+    assert any("src/dssl/topology/mixing_rules/push_sum.py" in m["files"] for m in manifests.values())
+    for name, manifest in manifests.items():
+        assert "src/dssl/topology/mixing_rules/uniform.py" not in manifest["files"] or name == "mixing/uniform"
+        assert ("src/dssl/evaluation/finetune.py" in manifest["files"]) == ("finetune" in name), name
+        assert ("src/dssl/federation/alignments/cosine.py" in manifest["files"]) == name.endswith("/cosine"), name
 
 
 def test_a_code_digest_ignores_comments_docstrings_and_layout(tmp_path: Path) -> None:

@@ -201,7 +201,8 @@ def test_dvc_repro_runs_every_stage_then_only_what_changed(ci_dvc_run: Path, tmp
     (dvc_root / "params.yaml").write_text(original_params)
     run(["dvc", "repro"], dvc_root)
 
-    # 5. a stage depends on the code it runs: its kind's machinery and its own method, backbone and strategy
+    # 5. a stage depends on the code it runs: its kind's machinery and its own method, backbone, strategy and
+    # protocols
     check_code_lineage(dvc_root, params)
 
 
@@ -237,6 +238,12 @@ def check_code_lineage(dvc_root: Path, params: dict) -> None:
     for module, component in (("dssl.methods.simsiam", "method/simsiam"), ("dssl.models.vit", "backbone/vit_small")):
         users = {s.name for s in stages if component in s.components}
         assert users and _edit_code(dvc_root, module, "\n_EDITED = 1\n") == users, module
+    # an evaluation protocol: the evaluation stages that run it (``protocol/<names>``), not every evaluation
+    finetune = {s.name for s in stages
+                if s.kind.name.startswith("evaluate_") and "finetune" in s.fields["protocols"].split("+")}
+    evaluations = {s.name for s in stages if s.kind.name.startswith("evaluate_")}
+    assert finetune and finetune < evaluations
+    assert _edit_code(dvc_root, "dssl.evaluation.finetune", "\n_EDITED = 1\n") == finetune
     # a strategy no cell of this profile uses, and a new method module: no existing stage re-runs
     assert _edit_code(dvc_root, "dssl.federation.strategies.fedema", "\n_EDITED = 1\n") == set()
     run(["dvc", "repro", "--single-item", "code"], dvc_root)

@@ -1,12 +1,14 @@
 """The evaluation protocols by name: each name is an implementation plus the config values it fixes.
 
-Reading this registry imports neither torch nor the implementations (they load on first call), so the
-params validator can take the protocol names and their allowed keys from here. An implementation is
-named by its module inside this package (``"linear_probe"``), not by its full dotted name: the code
-manifests (``dssl.pipeline.codedeps``) count a full module name as an import, and every stage reads
-this registry through the validator, while only the evaluation stages run a protocol (they import the
-implementations themselves, ``dssl.pipeline.evaluate``). So a fix to the linear probe re-runs the
-evaluations, not the pretraining.
+A protocol is declared once, on the function that implements it: ``@register_protocol("knn",
+config="KnnConfig")`` on ``dssl.evaluation.knn.evaluate`` (a few-shot probe fixes values by its name:
+``@register_protocol("linear_probe_1pct", config="FewShotConfig", label_fraction=0.01)``). ``PROTOCOLS``
+holds a torch-free :class:`Protocol` spec per declaration, read from the modules' syntax trees
+(``dssl.registry.declarations``), so the params validator takes the names, config classes and allowed
+keys from here without importing torch or an implementation. The implementing module is imported when a
+protocol first runs (``IMPLEMENTATIONS``, a lazy ``Registry``); the code manifests follow the same split
+(``dssl.pipeline.codedeps``): an evaluation stage depends on the modules of the protocols it runs
+(``protocol/<name>`` components), so a fix to fine-tuning re-runs the fine-tuning evaluations alone.
 
 A protocol's params entry (``evaluate.<protocol>``) may hold overrides for some downstream datasets and
 backbone families: ``per_family: {vit: {...}, cnn: {...}}`` and ``per_dataset: {imagenet: {...}}``
@@ -18,21 +20,23 @@ overrides, then its dataset's.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig, coerce_config
+from dssl.evaluation import configs
+from dssl.evaluation.configs import coerce_config
+from dssl.registry import Registry, component_module, entry_options
 
 
-# Backbone families (``dssl.config.sections.backbone_family``): which per_family entry a model reads.
+# Backbone families (``dssl.config.lookups.backbone_family``): which per_family entry a model reads.
 FAMILIES = ("cnn", "vit")
 OVERRIDE_KEYS = ("per_family", "per_dataset")
 
 
 @dataclass(frozen=True)
 class Protocol:
-    """A named protocol: ``dssl.evaluation.<module>.evaluate`` run with ``config_class``.
+    """A named protocol: the function declared ``@register_protocol(name, ...)`` in
+    ``dssl.evaluation.<module>``, run with ``config_class``.
 
     ``fixed`` holds config values the name stands for (``linear_probe_1pct``: ``label_fraction``
     0.01); a params file cannot set them, so a result's protocol name always says what was run.
@@ -73,7 +77,8 @@ class Protocol:
 
     @property
     def implementation(self) -> Callable[..., dict[str, Any]]:
-        return importlib.import_module(f"{__package__}.{self.module}").evaluate
+        """The declared function; its module is imported on first use."""
+        return IMPLEMENTATIONS[self.name]
 
     def __call__(self, encoder: Any, train: Any, test: Any, config: Any = None, seed: int = 0,
                  checkpoint: Any = None) -> dict[str, Any]:
@@ -83,18 +88,32 @@ class Protocol:
         return {**result, "protocol": self.name}
 
 
-def _by_name(*protocols: Protocol) -> dict[str, Protocol]:
-    return {p.name: p for p in protocols}
+# The functions behind the protocols, imported by name when a protocol runs.
+IMPLEMENTATIONS: Registry[Callable[..., dict[str, Any]]] = Registry.lazy("protocol")
 
 
-PROTOCOLS: dict[str, Protocol] = _by_name(
-    Protocol("linear_probe", "linear_probe", LinearProbeConfig),
-    Protocol("finetune", "finetune", FineTuneConfig),
-    Protocol("knn", "knn", KnnConfig),
-    # Paper B's semi-supervised setting (1 % and 10 % of the labels, head only).
-    Protocol("linear_probe_10pct", "few_shot", FewShotConfig, {"label_fraction": 0.1}),
-    Protocol("linear_probe_1pct", "few_shot", FewShotConfig, {"label_fraction": 0.01}),
-)
+def register_protocol(name: str, config: str, **fixed: Any) -> Callable[[Callable], Callable]:
+    """Decorator: declare the decorated ``evaluate(encoder, train, test, config, seed, checkpoint)`` as protocol
+    ``name``, run with ``dssl.evaluation.configs.<config>``; ``fixed``: config values the name stands for.
+    Both are literals: ``PROTOCOLS`` reads them from the source, without importing the module."""
+    def register(function: Callable) -> Callable:
+        return IMPLEMENTATIONS.register(name)(function)
+
+    return register
+
+
+def _declared_protocols() -> Registry[Protocol]:
+    """A :class:`Protocol` per ``@register_protocol`` declaration, sorted by name (torch-free)."""
+    protocols: Registry[Protocol] = Registry("protocol")
+    for name, options in sorted(entry_options("protocol").items()):
+        fixed = {key: value for key, value in options.items() if key != "config"}
+        config_class = getattr(configs, str(options["config"]))
+        module = component_module("protocol", name).rpartition(".")[2]
+        protocols.register(name)(Protocol(name, module, config_class, fixed))
+    return protocols
+
+
+PROTOCOLS: Registry[Protocol] = _declared_protocols()
 
 
 def resolve_overrides(entry: Mapping[str, Any], dataset: str | None, family: str | None) -> dict[str, Any]:

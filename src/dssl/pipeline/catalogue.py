@@ -30,7 +30,7 @@ from dssl.config.grids import (TOP_LEVEL_SEEDS, feature_cells, grid_cells, local
                                weight_distance_cells)
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 from dssl.pipeline.layout import SINGLE_CLIENT_STRATEGY
-from dssl.registry import component_module
+from dssl.registry import LAZY, component_module, declared_names
 
 Fields = dict[str, str]
 Templates = Callable[[dict], list[str]]
@@ -56,7 +56,7 @@ class StageKind:
     whole_dataset: bool = False            # reads or writes a whole dataset: a cluster job, CPU only
     metrics: Templates = _const()          # outputs DVC declares as metrics (JSON files, or folders of them)
     plots: Templates = _const()            # outputs DVC declares as plots (images)
-    components: Templates = _const()       # registry entries whose code an instance runs: "<registry>/<name>"
+    components: Templates = _const()       # registry entries whose code an instance runs (``component_terms``)
 
     @property
     def cluster_job(self) -> bool:
@@ -85,7 +85,7 @@ class StageInstance:
     folders: tuple[str, ...]                # the outputs that are folders
     metrics: tuple[str, ...] = ()           # the outputs that are DVC metrics
     plots: tuple[str, ...] = ()             # the outputs that are DVC plots
-    components: tuple[str, ...] = ()        # "<registry>/<name>" of the method, backbone, strategy it runs
+    components: tuple[str, ...] = ()        # the registry entries it runs: method, backbone, strategy, ...
 
     @property
     def key(self) -> str:
@@ -125,7 +125,7 @@ def _section(params: dict, *path: str):
 
 def _family(params: dict, model: str) -> str:
     """The backbone family of a model: which ``pretrain.optimizers`` entry its training reads."""
-    from dssl.config.sections import backbone_family
+    from dssl.config.lookups import backbone_family
 
     return backbone_family(params["models"][model]["backbone"])
 
@@ -136,9 +136,27 @@ def _model_code(params: dict, model: str) -> Fields:
     return {"method": spec["method"], "backbone": spec["backbone"]}
 
 
+# Strategy options whose value names an entry of the registry of the same name (``fedmar``'s ``alignment``).
+REGISTRY_OPTIONS = ("alignment",)
+
+
 def _strategy_code(params: dict, entry: str) -> Fields:
-    """A ``strategies:`` entry's registry name (``t2-fedu`` -> ``fedu``): the strategy module it runs."""
-    return {"strategy_name": params["strategies"][entry]["name"]}
+    """The code a ``strategies:`` entry runs, as a component after ``strategy/``: its registry name (``t2-fedu``
+    -> ``fedu``) and the registry entries its options name, defaults included (``fedmar+alignment/a_mmd``)."""
+    from dssl.config.strategies import declared_strategies
+
+    spec = params["strategies"][entry]
+    declared = declared_strategies().get(spec["name"])
+    options = declared.resolved(spec) if declared is not None else {}
+    named = [f"{option}/{options[option]}" for option in REGISTRY_OPTIONS if options.get(option) is not None]
+    return {"strategy_code": "+".join([spec["name"], *named])}
+
+
+def _mixing_rule(params: dict, entry: str) -> Fields:
+    """The mixing rule a DecL cell's strategy entry averages with (``dssl.topology.mixing``)."""
+    from dssl.topology.mixing import DEFAULT_RULE
+
+    return {"mixing": params["strategies"][entry].get("mixing", DEFAULT_RULE)}
 
 
 def _fl_cells(params: dict) -> list[Fields]:
@@ -149,12 +167,12 @@ def _fl_cells(params: dict) -> list[Fields]:
 
 
 def _decl_cells(params: dict) -> list[Fields]:
-    from dssl.config.sections import graph_partition
+    from dssl.config.lookups import graph_partition
 
     cells = grid_cells(params, "decl")
     return [{"model": m, "graph": g, "strategy": s, "dataset": params["pretrain"]["dataset"],
              "partition": graph_partition(params, g), "family": _family(params, m), "seeds_key": key,
-             **_model_code(params, m), **_strategy_code(params, s)}
+             **_model_code(params, m), **_strategy_code(params, s), **_mixing_rule(params, s)}
             for (m, g, s), key in zip(cells, seeds_keys(params, "decl", cells))]
 
 
@@ -245,12 +263,17 @@ def _results(framework: str, cell: str) -> Templates:
 def _evaluated(framework: str, cells: Callable[[dict], list[Fields]],
                args: tuple[str, ...]) -> Callable[[dict], list[Fields]]:
     """Cells (``args``: their key's fields) that some table reads on at least one dataset and protocol
-    (``evaluation_plan.stage_pairs``)."""
+    (``evaluation_plan.stage_pairs``), each with the protocols it runs: ``protocols``, their names sorted and
+    joined by '+' (the ``protocol/{protocols}`` component)."""
     def evaluated(params: dict) -> list[Fields]:
         from dssl.config.evaluation_plan import stage_pairs
 
-        return [fields for fields in cells(params)
-                if stage_pairs(params, framework, tuple(fields[a] for a in args))]
+        found = []
+        for fields in cells(params):
+            pairs = stage_pairs(params, framework, tuple(fields[a] for a in args))
+            if pairs:
+                found.append({**fields, "protocols": "+".join(sorted({protocol for _, protocol in pairs}))})
+        return found
     return evaluated
 
 
@@ -269,8 +292,29 @@ CODE_MANIFESTS = "reports/lineage/code"
 
 def manifest_path(name: str) -> str:
     """The code manifest a stage depends on under DVC (see ``pipeline/code.py``): a stage kind's shared
-    machinery (``pretrain_fl``) or a registry entry's module (``method/simsiam``, ``strategy/fedema``)."""
+    machinery (``pretrain_fl``) or a component's modules (``method/simsiam``, ``strategy/fedmar+alignment/cosine``,
+    ``protocol/knn+linear_probe_10pct``)."""
     return f"{CODE_MANIFESTS}/{name}.json"
+
+
+def component_terms(component: str) -> list[tuple[str, str]]:
+    """``(registry, name)`` of every registry entry a component runs. A component is ``<registry>/<name>``
+    terms joined by '+', a term without a registry being of the one before: a DVC stage's dependency list
+    is one template for all of a kind's cells, so what varies in number from cell to cell (the protocols an
+    evaluation runs, the alignment a strategy option names) shares one manifest, ``manifest_path``."""
+    terms, registry = [], ""
+    for term in component.split("+"):
+        registry, name = term.split("/", 1) if "/" in term else (registry, term)
+        if registry not in LAZY or not name:
+            raise ValueError(f"code component {component!r}: {term!r} is not <registry>/<name> with a registry "
+                             f"of {', '.join(LAZY)}")
+        terms.append((registry, name))
+    return terms
+
+
+def component_modules(component: str) -> list[str]:
+    """The modules implementing a component's entries (found without importing them), each once."""
+    return list(dict.fromkeys(component_module(registry, name) for registry, name in component_terms(component)))
 
 
 def _code_outputs(params: dict) -> list[str]:
@@ -285,9 +329,16 @@ def used_components(params: dict) -> list[str]:
 
 
 # What an instance of a kind runs besides its kind's machinery (``_const`` over the cell's fields).
-_TRAINED = _const("method/{method}", "backbone/{backbone}", "strategy/{strategy_name}")
+_TRAINED = _const("method/{method}", "backbone/{backbone}", "strategy/{strategy_code}")
+_MIXED = _const("method/{method}", "backbone/{backbone}", "strategy/{strategy_code}", "mixing/{mixing}")
 _TRAINED_ALONE = _const("method/{method}", "backbone/{backbone}", f"strategy/{SINGLE_CLIENT_STRATEGY}")
 _ENCODED = _const("backbone/{backbone}")
+_EVALUATED = _const("backbone/{backbone}", "protocol/{protocols}")
+
+
+def _every_mixing_rule(params: dict) -> list[str]:
+    """A graph is saved with the matrix of every rule (``pipeline.graph.write_graph``)."""
+    return [f"mixing/{rule}" for rule in sorted(declared_names(*LAZY["mixing"]))]
 
 
 REPORT_READS = ("evaluate_", "weight_distance", "features")   # kinds whose outputs the report's sections read
@@ -365,13 +416,14 @@ KINDS: tuple[StageKind, ...] = (
                                             for spec in params["graphs"].values()}),
               outputs=lambda params: [out for name in params["graphs"] for out in (
                   f"data/graphs/{name}/graph.json", f"reports/figures/graphs/{name}.png")],
-              plots=lambda params: [f"reports/figures/graphs/{name}.png" for name in params["graphs"]]),
+              plots=lambda params: [f"reports/figures/graphs/{name}.png" for name in params["graphs"]],
+              components=_every_mixing_rule),
     StageKind("graph_improve", "graph_improve:run", ("name",),
               "Add edges to a graph greedily (params 'improved_graphs').",
               grid=_named("improved_graphs", "base"), params=_const("improved_graphs.{name}", "theory"),
               inputs=_const("data/graphs/{base}/graph.json"),
               outputs=_const("data/graphs/{name}/graph.json", "reports/figures/graphs/{name}.png"),
-              plots=_const("reports/figures/graphs/{name}.png")),
+              plots=_const("reports/figures/graphs/{name}.png"), components=_every_mixing_rule),
     StageKind("theory", "theory:run", (), "Paper A's linear-model theory checked numerically (params 'theory').",
               grid=_single("theory"), params=_const("theory"),
               inputs=lambda params: [f"data/graphs/{g}/graph.json" for g in params["theory"]["graphs"]],
@@ -385,7 +437,7 @@ KINDS: tuple[StageKind, ...] = (
               "Decentralized SSL pretraining on a graph with a strategy, every seed.",
               grid=_decl_cells, params=_pretrain_params("decl", ("strategies.{strategy}",)),
               inputs=_const("data/prepared/{dataset}", "data/partitions/{partition}", "data/graphs/{graph}/graph.json"),
-              outputs=_const("models/decl/{model}/{graph}/{strategy}/"), training=True, components=_TRAINED),
+              outputs=_const("models/decl/{model}/{graph}/{strategy}/"), training=True, components=_MIXED),
     StageKind("pretrain_central", "pretrain:run_central", ("model",),
               "Centralised SSL pretraining (reference), every seed.",
               grid=_central_cells, params=_pretrain_params("central"),
@@ -413,7 +465,7 @@ KINDS: tuple[StageKind, ...] = (
               params=_evaluation_params("fl", ("strategies.{strategy}",)),
               inputs=_evaluation_inputs("fl", "models/fl/{model}/{partition}/{strategy}"),
               outputs=_results("fl", "{model}/{partition}/{strategy}"),
-              metrics=_results("fl", "{model}/{partition}/{strategy}"), training=True, components=_ENCODED),
+              metrics=_results("fl", "{model}/{partition}/{strategy}"), training=True, components=_EVALUATED),
     StageKind("evaluate_decl", "evaluate:run_decl", ("model", "graph", "strategy"),
               "Evaluate a DecL cell: every downstream dataset, protocol and seed.",
               grid=_evaluated("decl", _decl_cells, ("model", "graph", "strategy")),
@@ -421,25 +473,25 @@ KINDS: tuple[StageKind, ...] = (
               inputs=_evaluation_inputs("decl", "models/decl/{model}/{graph}/{strategy}",
                                         "data/graphs/{graph}/graph.json"),
               outputs=_results("decl", "{model}/{graph}/{strategy}"),
-              metrics=_results("decl", "{model}/{graph}/{strategy}"), training=True, components=_ENCODED),
+              metrics=_results("decl", "{model}/{graph}/{strategy}"), training=True, components=_EVALUATED),
     StageKind("evaluate_central", "evaluate:run_central", ("model",),
               "Evaluate a central model: every downstream dataset, protocol and seed.",
               grid=_evaluated("central", _central_cells, ("model",)), params=_evaluation_params("central"),
               inputs=_evaluation_inputs("central", "models/central/{model}"),
               outputs=_results("central", "{model}"), metrics=_results("central", "{model}"), training=True,
-              components=_ENCODED),
+              components=_EVALUATED),
     StageKind("evaluate_local", "evaluate:run_local", ("model", "partition"),
               "Evaluate the stand-alone clients of a partition: every downstream dataset, protocol and seed.",
               grid=_evaluated("local", _local_cells, ("model", "partition")), params=_evaluation_params("local"),
               inputs=_evaluation_inputs("local", "models/local/{model}/{partition}"),
               outputs=_results("local", "{model}/{partition}"),
-              metrics=_results("local", "{model}/{partition}"), training=True, components=_ENCODED),
+              metrics=_results("local", "{model}/{partition}"), training=True, components=_EVALUATED),
     StageKind("evaluate_random", "evaluate:run_random", ("backbone",),
               "Evaluate a randomly initialised backbone (reference), every seed.",
               grid=_evaluated("random", _random_cells, ("backbone",)),
               params=_evaluation_params("random", seeds=_random_seed_keys), inputs=_evaluation_inputs("random"),
               outputs=_results("random", "{backbone}"), metrics=_results("random", "{backbone}"), training=True,
-              components=_ENCODED),
+              components=_EVALUATED),
     StageKind("report", "report:run", (),
               "Tables, figures, reports/README.md and README.html from the evaluation results.",
               grid=_single("report"),
@@ -509,8 +561,8 @@ class Catalogue:
         return code_dependencies(kind.module, self.project)
 
     def component_code(self, component: str) -> list[str]:
-        """A ``<registry>/<name>`` component's code: the import closure of the module implementing it."""
-        return code_dependencies(component_module(*component.split("/")), self.project)
+        """A component's code: the import closure of the modules implementing its entries."""
+        return code_dependencies(component_modules(component), self.project)
 
     def dvc_code(self, kind: StageKind) -> list[str]:
         """What a DVC stage of the kind depends on for its code: its kind's manifest and the manifests of the

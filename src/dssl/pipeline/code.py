@@ -7,9 +7,13 @@ package folder (one entry) and writes small manifests; every other stage depends
   entry module. The registries import their entries lazily (``dssl.registry.Registry``), so this holds
   no method, backbone or strategy module.
 - ``reports/lineage/code/<registry>/<name>.json`` (``method/simsiam``, ``backbone/vit_small``,
-  ``strategy/fedema``): the import closure of the module implementing that registry entry.
-A pretraining cell depends on its kind's manifest and on those of its method, backbone and strategy;
-an evaluation on its kind's and its backbone's. Each file counts by what it does (``codedeps.code_digest``:
+  ``strategy/fedema``, ``mixing/push_sum``): the import closure of the module implementing that registry
+  entry; a component of several entries (``protocol/knn+linear_probe_10pct``, ``strategy/fedmar+alignment/
+  cosine``: ``catalogue.component_terms``) hashes the union of their closures.
+A pretraining cell depends on its kind's manifest and on those of its method, backbone and strategy (with
+the alignment a FedMAR / DecMAR entry names), a DecL cell also on its mixing rule's; an evaluation on its
+kind's, its backbone's and its protocols'; the graph stages on every mixing rule's (a graph is saved with
+each rule's matrix). Each file counts by what it does (``codedeps.code_digest``:
 a module's syntax tree without docstrings), so a comment or a docstring rewrites every manifest with
 the same bytes and DVC re-runs nothing after this stage; an edit of ``strategies/fedema.py`` changes
 ``strategy/fedema.json`` alone, and with it the FedEMA cells and what reads them. The manifests double as
@@ -24,24 +28,26 @@ from pathlib import Path
 from dssl.pipeline.common import Stage, atomic_file
 
 
-def code_manifest(module: str, project: Path) -> dict:
-    """``{"entry": module, "files": {path: digest}}`` for the module's import closure, each path relative to
-    the folder holding the sources (``src/dssl/...``), from the project or a pipeline folder in it."""
+def code_manifest(module: str | list[str], project: Path) -> dict:
+    """``{"entry": module, "files": {path: digest}}`` for the import closure of the module (or the union over
+    a list of modules, then ``entry`` lists them), each path relative to the folder holding the sources
+    (``src/dssl/...``), from the project or a pipeline folder in it."""
     from dssl.pipeline.codedeps import closure_files, code_digest, source_root
 
     root = source_root(project.resolve())
     files = closure_files(module, root)
-    return {"entry": module, "files": {f.relative_to(root.parent).as_posix(): code_digest(f) for f in files}}
+    entry = module[0] if isinstance(module, list) and len(module) == 1 else module
+    return {"entry": entry, "files": {f.relative_to(root.parent).as_posix(): code_digest(f) for f in files}}
 
 
 def manifests(catalogue) -> dict[str, dict]:
     """Every manifest the catalogue's stages depend on: ``{name: manifest}`` with ``name`` a stage kind or
     a ``<registry>/<entry>`` component (``manifest_path(name)`` is where it is written)."""
-    from dssl.pipeline.catalogue import used_components
-    from dssl.registry import component_module
+    from dssl.pipeline.catalogue import component_modules, used_components
 
-    entries = {kind.name: kind.module for kind in catalogue.kinds_with_stages() if kind.name != "code"}
-    entries.update({c: component_module(*c.split("/")) for c in used_components(catalogue.params)})
+    entries: dict[str, str | list[str]] = {kind.name: kind.module for kind in catalogue.kinds_with_stages()
+                                           if kind.name != "code"}
+    entries.update({c: component_modules(c) for c in used_components(catalogue.params)})
     return {name: {"kind": name, **code_manifest(module, catalogue.project)} for name, module in entries.items()}
 
 

@@ -20,6 +20,7 @@ import ast
 import hashlib
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterable
 
 PACKAGE = "dssl"
 IGNORED_DIRS = {"__pycache__"}  # as in .dvcignore: byte-code is not a dependency
@@ -83,10 +84,12 @@ def import_closure(entry: str, root: Path | None = None) -> frozenset[str]:
     return frozenset(seen)
 
 
-def closure_files(entry: str, root: Path | None = None) -> list[Path]:
-    """The files of the closure (sources and package data), absolute, sorted."""
+def closure_files(entry: str | Iterable[str], root: Path | None = None) -> list[Path]:
+    """The files of the closure of one entry module or the union of several (a component running several
+    registry entries), sources and package data, absolute, sorted."""
     root = root or package_root()
-    files = {module_file(name, root) for name in import_closure(entry, root)}
+    entries = [entry] if isinstance(entry, str) else list(entry)
+    files = {module_file(name, root) for one in entries for name in import_closure(one, root)}
     folders = {f.parent for f in files}
     data = {p for folder in folders for p in folder.iterdir() if p.is_file() and p.suffix != ".py"}
     return sorted(files | data)
@@ -138,8 +141,8 @@ def source_root(project: Path) -> Path:
     return own if own is not None else package_root()
 
 
-def code_dependencies(entry: str, project: Path) -> list[str]:
-    """The entry module's closure as project-relative paths for dvc.yaml and the Snakefile."""
+def code_dependencies(entry: str | Iterable[str], project: Path) -> list[str]:
+    """The closure of the entry module (or modules) as project-relative paths for dvc.yaml and the Snakefile."""
     project = project.resolve()
     root = source_root(project)
     package = root / PACKAGE

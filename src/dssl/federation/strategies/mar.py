@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from dssl.config.ranges import Range
-from dssl.federation.alignment import ALIGNMENTS, alignment_loss, cosine_gamma
+from dssl.federation.alignment import ALIGNMENTS, alignment_loss, cosine_gamma, uses_tokens
 from dssl.federation.state import StackedStates, StateDict
 from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
 
@@ -68,14 +68,14 @@ class MARStrategy(Strategy):
         if horizon is not None and not horizon > 0:
             raise ValueError(f"horizon must be > 0 (or null: expected participations), got {horizon}")
         if alignment not in ALIGNMENTS:
-            raise ValueError(f"unknown alignment {alignment!r}; known: {', '.join(ALIGNMENTS)}")
+            raise ValueError(f"unknown alignment {alignment!r}; known: {', '.join(ALIGNMENTS.names())}")
         if not sigma > 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
         if z_summary not in Z_SUMMARIES:
             raise ValueError(f"unknown z_summary {z_summary!r}; known: {', '.join(Z_SUMMARIES)}")
         self.hparams.update(gamma_max=float(gamma_max), gamma_min=float(gamma_min), horizon=horizon,
                             alignment=alignment, sigma=float(sigma), z_summary=z_summary)
-        self.uses_tokens = ALIGNMENTS[alignment][1]
+        self.uses_tokens = uses_tokens(alignment)
 
     def setup(self, method: nn.Module) -> None:
         super().setup(method)

@@ -1,0 +1,13 @@
+"""``degree_normalised``: w_ij proportional to 1/|A_j| over the closed neighbourhood of i."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dssl.topology.mixing import closed_neighbourhood, register_mixing, row_normalise
+
+
+@register_mixing("degree_normalised")
+def degree_normalised(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
+    closed = closed_neighbourhood(adjacency)
+    return row_normalise(closed / closed.sum(axis=1)[None, :])
