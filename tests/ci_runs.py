@@ -62,8 +62,8 @@ def git_commit(root: Path, message: str) -> None:
 
 
 def results(root: Path) -> dict[str, dict]:
-    """Every result file of a run, without its MLflow run id (which differs from run to run)."""
-    return {str(p.relative_to(root)): {k: v for k, v in json.loads(p.read_text()).items() if k != "mlflow_run_id"}
+    """Every result file of a run, whole: it holds no MLflow run id (its run is named after it)."""
+    return {str(p.relative_to(root)): json.loads(p.read_text())
             for p in sorted((root / "reports/metrics").rglob("*.json"))}
 
 

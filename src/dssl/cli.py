@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_cmd_tracking_serve)
     tracking_sync = tracking_sub.add_parser(
         "sync", help="log the runs that wait in mlflow-outbox/ (their store was unreachable when the stage "
-                     "ended) and write their run ids into the result files")
+                     "ended); no output is rewritten: a result's run is named after it")
     tracking_sync.set_defaults(func=_cmd_tracking_sync)
 
     warm = sub.add_parser("warm", help="a server that pays the heavy imports once for all stages")

@@ -10,6 +10,8 @@ from collections import Counter
 import pytest
 import yaml
 
+from dssl.tracking.names import result_run_name
+
 pytestmark = pytest.mark.slow
 
 
@@ -21,7 +23,7 @@ def test_parallel_jobs_log_every_run_once(ci_local_run) -> None:
     assert {r["engine"] for r in runs} == {"snakemake"}
 
     # every training stage logged one run per seed (a stand-alone stage one per seed and client); every
-    # result file names a run the server holds once
+    # result file's run (named after it) is on the server once
     params = yaml.safe_load((root / "params.yaml").read_text())
     seeds = [str(s) for s in params["seeds"]]
     local_seeds = [str(s) for s in params["pretrain"]["local"]["grids"]["table5"]["seeds"]]   # the grid's own
@@ -32,11 +34,12 @@ def test_parallel_jobs_log_every_run_once(ci_local_run) -> None:
         expected = local_seeds if stage.startswith("pretrain_local") else seeds
         assert sorted(per_seed) == expected and len(set(per_seed.values())) == 1, stage
         assert per_seed[seeds[0]] == (2 if stage.startswith("pretrain_local") else 1), stage   # clients [0, 3]
-    ids = Counter(r["run_id"] for r in runs)
+    named = Counter((r["stage"], r["run_name"]) for r in runs)
     result_files = sorted((root / "reports/metrics").rglob("*.json"))
     assert result_files
     for path in result_files:
-        assert ids[json.loads(path.read_text())["mlflow_run_id"]] == 1, path
+        record = json.loads(path.read_text())
+        assert "mlflow_run_id" not in record and named[record["stage"], result_run_name(record)] == 1, path
 
     # artifacts travelled through the server into its folder; the SQLite default was never touched
     assert any(ci_local_run.artifacts.rglob("*.png"))

@@ -1,6 +1,6 @@
 """A kill -9 of `dssl repro` at a seeded moment while a training stage runs, then `dssl repro` again: DVC
 reports nothing to do, no process of the killed run lives on, and every result file equals the session's
-uninterrupted run (``ci_runs.ci_dvc_run``) but for its MLflow run id (``ci_runs.results``).
+uninterrupted run (``ci_runs.ci_dvc_run``, ``ci_runs.results``).
 
 The run goes as `make repro` runs it: 2 stages at once through the warm stage server, whose stages run in
 processes of their own sessions, so the kill of the run's process group reaches them only through the

@@ -19,6 +19,7 @@ from dssl.lineage import lineage as trace
 from dssl.lineage import render_text
 from dssl.lineage.lock import lock_files
 from dssl.tracking.lineage import file_md5
+from dssl.tracking.names import result_run_name
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +79,9 @@ def test_lineage_of_a_result_is_what_dvc_lock_and_mlflow_hold(project: Path) -> 
 
     evaluation, pretraining = stages[evaluate], stages[pretrain]
     assert evaluation["role"] == "evaluation" and pretraining["role"] == "pretraining"
-    assert evaluation["run"]["id"] == record["mlflow_run_id"]
+    name = result_run_name(record)   # the result holds no run id: its run is named after it
+    assert result["result"]["run_name"] == name and evaluation["run"]["name"] == name
+    assert "result file's md5" in evaluation["run"]["matched_by"]
     for stage in (evaluation, pretraining, stages["partitions"]):
         logged = store_run(project, stage["run"]["id"])
         assert stage["run"]["params"] == logged.data.params
@@ -97,7 +100,7 @@ def test_lineage_of_a_result_is_what_dvc_lock_and_mlflow_hold(project: Path) -> 
     partition = {f["path"]: f for f in stages["partitions"]["files"]}[PARTITION]
     assert partition["md5_lock"] == partition["md5_now"] == file_md5(project / PARTITION)
     text = run(["dssl", "lineage", RESULT], project).stdout
-    assert (record["mlflow_run_id"] in text and "workspace matches dvc.lock" in text
+    assert (evaluation["run"]["id"] in text and name in text and "workspace matches dvc.lock" in text
             and "hardware.cpu_capability" in text)
 
 
@@ -206,8 +209,7 @@ def test_dvc_exp_run_then_exp_show_and_params_diff(project: Path) -> None:
     assert data["params"]["params.yaml"]["data"]["pretrain"]["central"]["train"]["epochs"] == 2
     central = "reports/metrics/central/simsiam-cnn/seed-0/digits-linear_probe.json"
     assert data["metrics"][central]["data"]["test_acc"] == json.loads((project / central).read_text())["test_acc"]
-    assert baseline["data"]["metrics"][central]["data"]["mlflow_run_id"] != \
-        data["metrics"][central]["data"]["mlflow_run_id"]
+    assert "mlflow_run_id" not in data["metrics"][central]["data"]
     table = run(["dvc", "exp", "show", "--no-pager", "--md", "--drop", ".*", "--keep",
                  "Experiment|.*central.*test_acc|pretrain.central.train.epochs"], project).stdout
     assert "central-2ep" in table and "seed-0/digits-linear_probe.json:test_acc" in table

@@ -3,16 +3,18 @@ Table 1 `runs` column, and the catalogue's metrics/plots declarations in dvc.yam
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from dssl.config.params import read_params
-from dssl.lineage.cell import cell_runs
+from dssl.lineage.cell import CellRun, cell_runs, result_file
 from dssl.lineage.lock import LineageError, folder_md5, producer, producers, read_lock
 from dssl.pipeline.catalogue import KINDS, StageKind, declared_outputs, instances
 from dssl.pipeline.dvcfile import TOP_LEVEL, render_files, rendered_stages
+from dssl.tracking.names import result_run_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,11 +60,13 @@ def test_no_lock_is_a_clear_error(tmp_path: Path) -> None:
         read_lock(tmp_path)
 
 
+IID_STAGE = "evaluate_fl@simsiam-cnn-fl-iid"
 TABLE = (
     "row,dataset,setting,mean,std,n,runs,drop,within_noise\n"
-    "SimSiam + CNN,digits,IID,13.7778,2.5142,2,seed 0: evaluate_fl@simsiam-cnn-fl-iid (a3227c); "
-    "seed 1: evaluate_fl@simsiam-cnn-fl-iid (6672c7),,\n"
-    "SimSiam + CNN,cifar10,L/non-IID,15.5556,0.9428,1,seed 2: evaluate_fl@simsiam-cnn-fl-label (88a993),1.78,True\n"
+    f"SimSiam + CNN,digits,IID,13.7778,2.5142,2,seed 0: {IID_STAGE} ({IID_STAGE}/seed-0/digits-finetune); "
+    f"seed 1: {IID_STAGE} ({IID_STAGE}/seed-1/digits-finetune),,\n"
+    "SimSiam + CNN,cifar10,L/non-IID,15.5556,0.9428,1,seed 2: evaluate_fl@simsiam-cnn-fl-label "
+    "(evaluate_fl@simsiam-cnn-fl-label/seed-2/cifar10-finetune),1.78,True\n"
 )
 
 
@@ -71,10 +75,28 @@ def test_a_cell_is_found_by_row_and_column_as_printed_or_as_in_params(tmp_path: 
     table.write_text(TABLE)
     cell, runs = cell_runs(table, "simsiam + cnn", "Digits IID")
     assert cell["mean"] == "13.7778"
-    assert [(r.seed, r.stage, r.run_id) for r in runs] == [
-        (0, "evaluate_fl@simsiam-cnn-fl-iid", "a3227c"), (1, "evaluate_fl@simsiam-cnn-fl-iid", "6672c7")]
+    assert [(r.seed, r.stage, r.run_name) for r in runs] == [
+        (0, IID_STAGE, f"{IID_STAGE}/seed-0/digits-finetune"), (1, IID_STAGE, f"{IID_STAGE}/seed-1/digits-finetune")]
     assert [r.seed for r in cell_runs(table, "SimSiam + CNN", "CIFAR-10 L/non-IID")[1]] == [2]
     assert [r.seed for r in cell_runs(table, "SimSiam + CNN", "L/non-IID")[1]] == [2]  # one dataset has it
+
+
+def test_a_cell_run_leads_to_the_result_file_named_after_it(tmp_path: Path) -> None:
+    """A result holds no run id: the table's run name is derived from the file (stage, seed, dataset,
+    protocol), so the file is found by it, and a run no file matches is a clear error."""
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump(LOCK))
+    lock = read_lock(tmp_path)
+    folder = tmp_path / "reports/metrics/fl/m/p/seed-1"
+    folder.mkdir(parents=True)
+    for protocol in ("knn", "finetune"):
+        record = {"stage": "evaluate_fl@m-p", "seed": 1, "dataset": "digits", "protocol": protocol}
+        (folder / f"digits-{protocol}.json").write_text(json.dumps(record))
+    (folder / "notes.json").write_text("[1, 2]")   # a JSON that is no result is passed over
+    run = CellRun(1, "evaluate_fl@m-p", result_run_name(record))
+    assert run.run_name == "evaluate_fl@m-p/seed-1/digits-finetune"
+    assert result_file(tmp_path, lock, run) == "reports/metrics/fl/m/p/seed-1/digits-finetune.json"
+    with pytest.raises(LineageError, match="no result file of evaluate_fl@m-p is the one of MLflow run"):
+        result_file(tmp_path, lock, CellRun(0, "evaluate_fl@m-p", "evaluate_fl@m-p/seed-0/digits-finetune"))
 
 
 @pytest.mark.parametrize("row, column, message", [

@@ -1,11 +1,14 @@
 """A stage asked for a GPU that finds none stops before it trains, with one message naming the params
 key; an evaluation stage whose tracking store cannot be reached keeps its results, and its runs are
-logged later by `dssl tracking sync` or by the same command run again, never twice."""
+logged later by `dssl tracking sync` or by the same command run again, never twice, without a byte of the
+results (DVC's outputs) changed: a run is found by its stage and its name, a function of the result."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from conftest import copy_project
 
 from dssl.cli import EXIT_BAD_INPUT, EXIT_TRACKING_UNAVAILABLE, main
 from dssl.tracking import outbox, stage_runs
+from dssl.tracking.names import result_run_name
 
 UNREACHABLE = "http://127.0.0.1:9"   # the discard port: nothing answers
 
@@ -79,55 +83,90 @@ def _evaluation_runs(root: Path):
     return runs[runs["stage"] == "evaluate_random@cnn_small"]
 
 
-def _results(root: Path) -> dict[str, dict]:
+def _results(root: Path) -> dict[str, bytes]:
     folder = root / "reports/metrics/random"
-    return {str(p.relative_to(folder)): json.loads(p.read_text()) for p in sorted(folder.rglob("*.json"))}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*.json"))}
 
 
-def test_results_outlive_an_unreachable_tracking_store(ci_project: Path, monkeypatch, capsys) -> None:
-    monkeypatch.setattr("dssl.pipeline.common.check_store", lambda root: None)   # it goes away after the check
+def _run_names(results: dict[str, bytes]) -> list[str]:
+    return sorted(result_run_name(json.loads(data)) for data in results.values())
+
+
+def _outage(monkeypatch) -> None:
+    """The tracking server answers the stage's check, then goes away."""
+    monkeypatch.setattr("dssl.pipeline.common.check_store", lambda root: None)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", UNREACHABLE)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+
+
+def test_results_outlive_an_unreachable_tracking_store(ci_project: Path, monkeypatch, capsys) -> None:
+    _outage(monkeypatch)
     assert main(["evaluate_random", "cnn_small"]) == EXIT_TRACKING_UNAVAILABLE
     err = capsys.readouterr().err
     assert f"the tracking store {UNREACHABLE} cannot be reached" in err and "dssl tracking sync" in err
     written = _results(ci_project)
     # seeds 0, 1 and 2: the random-init CNN runs every seed of its backbone's cells (a stand-alone grid has 2)
-    assert len(written) == 3 and all(r["mlflow_run_id"] is None for r in written.values())
+    assert len(written) == 3 and not any(b"mlflow_run_id" in data for data in written.values())
     assert len(outbox.pending(ci_project)) == 3
     assert main(["tracking", "sync"]) == EXIT_TRACKING_UNAVAILABLE   # still away: nothing lost
     assert len(outbox.pending(ci_project)) == 3
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI")   # the store is back (the project's SQLite file)
     assert main(["tracking", "sync"]) == 0
-    synced = _results(ci_project)
-    runs = _evaluation_runs(ci_project)
-    assert sorted(r["mlflow_run_id"] for r in synced.values()) == sorted(runs["run_id"])
-    assert {k: {**r, "mlflow_run_id": None} for k, r in synced.items()} == written
+    assert _results(ci_project) == written   # byte for byte: the sync writes no output
+    assert sorted(_evaluation_runs(ci_project)["run_name"]) == _run_names(written)
     assert not outbox.pending(ci_project)
 
     # the stage run again (as DVC would, the stage having failed) trains nothing and logs nothing new
     assert main(["evaluate_random", "cnn_small"]) == 0
-    assert _results(ci_project) == synced and len(_evaluation_runs(ci_project)) == 3
+    assert _results(ci_project) == written and len(_evaluation_runs(ci_project)) == 3
 
 
 def test_the_same_command_run_again_logs_what_waits(ci_project: Path, monkeypatch) -> None:
-    monkeypatch.setattr("dssl.pipeline.common.check_store", lambda root: None)   # it goes away after the check
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", UNREACHABLE)
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")
+    _outage(monkeypatch)
     assert main(["evaluate_random", "cnn_small"]) == EXIT_TRACKING_UNAVAILABLE
     written = _results(ci_project)
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     assert main(["evaluate_random", "cnn_small"]) == 0
-    again = _results(ci_project)
-    assert {k: {**r, "mlflow_run_id": None} for k, r in again.items()} == written
+    assert _results(ci_project) == written
     runs = _evaluation_runs(ci_project)
-    assert len(runs) == 3 and sorted(r["mlflow_run_id"] for r in again.values()) == sorted(runs["run_id"])
+    assert len(runs) == 3 and sorted(runs["run_name"]) == _run_names(written)
     assert set(runs["tags.resumed"]) == {"result"}   # nothing trained the second time
     assert not outbox.pending(ci_project)             # and `dssl tracking sync` would log nothing twice
     assert not (ci_project / "checkpoints/evaluate_random@cnn_small").exists()   # nothing left to resume
+
+
+def _dvc(root: Path, *args: str) -> str:
+    done = subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_sync_after_an_outage_rewrites_no_output_and_lineage_names_the_runs(ci_project: Path, monkeypatch,
+                                                                              capsys) -> None:
+    """The results DVC recorded after the outage (`dvc commit`: the stage failed, so `dvc repro` recorded
+    nothing) stay byte for byte what they were through `dssl tracking sync`, `dvc status` stays clean, and
+    `dssl lineage` finds each result's run by its stage and name."""
+    assert main(["code"]) == 0   # the manifests the evaluation stage depends on, for dvc commit
+    _outage(monkeypatch)
+    assert main(["evaluate_random", "cnn_small"]) == EXIT_TRACKING_UNAVAILABLE
+    written = _results(ci_project)
+    stage = "pipelines/evaluate_random/cnn_small/dvc.yaml:evaluate_random@cnn_small"
+    _dvc(ci_project, "commit", "-f", stage)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")   # the store is back
+    assert main(["tracking", "sync"]) == 0 and not outbox.pending(ci_project)
+    assert _results(ci_project) == written
+    assert "up to date" in _dvc(ci_project, "status", stage)
+    runs = _evaluation_runs(ci_project).set_index("run_name")
+    capsys.readouterr()
+    for file, data in written.items():
+        name = result_run_name(json.loads(data))
+        assert main(["lineage", f"reports/metrics/random/{file}"]) == 0
+        shown = capsys.readouterr().out
+        assert f"MLflow run named {name}" in shown
+        assert (f"MLflow run {runs.loc[name, 'run_id']} ({name}; matched by stage and run name, and the result "
+                "file's md5)") in shown
 
 
 def test_step_options_of_a_train_section_reach_the_training_step_and_the_records(ci_project: Path, monkeypatch) -> None:

@@ -28,7 +28,6 @@ def result(framework: str = "fl", method: str | None = "simsiam", backbone: str 
     }
     name = "-".join(filter(None, (record["model"] or backbone, record["graph"] or record["partition"])))
     record.setdefault("stage", f"evaluate_{framework}@{name}-{dataset}-{protocol}")
-    record.setdefault("mlflow_run_id", f"run-{framework}-{name}-{protocol}-s{seed}")
     return record
 
 

@@ -290,8 +290,8 @@ def test_table1_reads_the_partitions_it_is_told_when_a_sweep_trains_more_of_one_
     mixing them into one column is an error naming the option, and ``partitions`` picks its own."""
     records = table1_records(iid=0.9, label=0.85)
     records += [{**r, "partition": "fl-label-a1", "alpha": 1.0, "test_acc": 0.2,
-                 "stage": r["stage"].replace("fl-label", "fl-label-a1"),
-                 "mlflow_run_id": r["mlflow_run_id"] + "-a1"} for r in records if r["scheme"] == "dirichlet_balanced"]
+                 "stage": r["stage"].replace("fl-label", "fl-label-a1")}
+                for r in records if r["scheme"] == "dirichlet_balanced"]
     ctx = context(tmp_path, records)
     with pytest.raises(ValueError, match="mixes partitions .*report.sections.table1.partitions"):
         create_section("table1").render(ctx)

@@ -2,11 +2,14 @@
 against the workspace.
 
 A result file (``reports/metrics/<framework>/<cell>/seed-<s>/<dataset>-<protocol>.json``) names its
-stage and MLflow run. From the stage that wrote it, dvc.lock leads through each dependency to the
-stage that produced it (pretraining -> partitions / graphs -> prepared dataset, and the code manifests),
-with the params values each stage read and the md5 of each path. Each stage's MLflow run is the
-one of that stage (and seed, where the stage runs one per seed) that started last before the
-evaluation run: stages run in dependency order, so that is the run whose outputs the evaluation read.
+stage, and its MLflow run is the one of that stage with the result's run name
+(``tracking.names.result_run_name``); of several (a stage re-run with other params), the one whose
+``output.<path>`` tag holds the file's md5 now, else the latest. From the stage that wrote it, dvc.lock
+leads through each dependency to the stage that produced it (pretraining -> partitions / graphs ->
+prepared dataset, and the code manifests), with the params values each stage read and the md5 of each
+path. Each upstream stage's MLflow run is the one of that stage (and seed, where the stage runs one per
+seed) that started last before the evaluation run: stages run in dependency order, so that is the run
+whose outputs the evaluation read.
 Folders holding one sub-folder per seed are narrowed to the result's seed.
 """
 
@@ -29,6 +32,7 @@ from dssl.lineage.lock import (
     producers,
     read_lock,
 )
+from dssl.tracking.names import output_tag, result_run_name
 from dssl.yamlio import load_yaml
 
 MATCHES, CHANGED, MISSING, UNRECORDED = "matches", "changed", "missing", "not in the DVC cache"
@@ -95,7 +99,7 @@ class StageLineage:
 @dataclass
 class ResultLineage:
     file: str
-    result: dict[str, Any]           # framework, model, dataset, protocol, seed, test_acc, stage, run id
+    result: dict[str, Any]           # framework, model, dataset, protocol, seed, test_acc, stage, run name
     stages: list[StageLineage]
 
     @property
@@ -133,15 +137,16 @@ def trace_result(root: Path, result_file: str | Path, lock: dict[str, LockedStag
                            "Run `dvc repro` (or `dvc commit -f` after Snakemake) to record it.")
     seed = record.get("seed")
     runs = RunIndex(root) if runs is None else runs
-    eval_run = runs.by_id(record.get("mlflow_run_id"))
+    name = result_run_name(record)
+    eval_run = runs.by_name(record["stage"], name, relative, current_md5(root, relative))
     current = _current_params(root / params_file(lock))
     stages = [_stage_lineage(root, evaluation, [relative], seed, current, eval_run)]
     for stage, used in _ancestors(lock, evaluation):
         run = runs.latest_before(stage.name, seed, eval_run.start_time if eval_run else None, used)
         stages.append(_stage_lineage(root, stage, used, seed, current, run))
     summary = {key: record.get(key) for key in ("framework", "model", "partition", "graph", "dataset",
-                                                  "protocol", "seed", "test_acc", "stage", "mlflow_run_id")}
-    return ResultLineage(relative, summary, stages)
+                                                  "protocol", "seed", "test_acc", "stage")}
+    return ResultLineage(relative, {**summary, "run_name": name}, stages)
 
 
 def _relative(root: Path, path: str | Path) -> str:
@@ -163,8 +168,10 @@ def _read_result(path: Path) -> dict[str, Any]:
         record = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise LineageError(f"{path}: not a JSON result file ({err})") from err
-    if not isinstance(record, dict) or "stage" not in record:
-        raise LineageError(f"{path}: not an evaluation result (no 'stage' key)")
+    missing = [key for key in ("stage", "seed", "dataset", "protocol") if key not in record] \
+        if isinstance(record, dict) else ["stage"]
+    if missing:
+        raise LineageError(f"{path}: not an evaluation result (no {', '.join(repr(k) for k in missing)} key)")
     return record
 
 
@@ -270,17 +277,17 @@ class RunIndex:
             self._client = mlflow.MlflowClient(tracking_uri=tracking_uri(self.root))
         return self._client
 
-    def by_id(self, run_id: str | None) -> RunInfo | None:
-        if not run_id or not self._store_exists() or self.problem:
+    def by_name(self, stage: str, name: str, output: str, md5: str | None) -> RunInfo | None:
+        """The run of ``stage`` named ``name`` (``tracking.names``): of several (the stage re-run with other
+        params or code), the one whose tag says it wrote ``output`` with ``md5``, else the latest."""
+        named = [r for r in self._all() if r.data.tags.get("stage") == stage and r.info.run_name == name]
+        wrote = [r for r in named if md5 is not None and r.data.tags.get(output_tag(output)) == md5]
+        if not (wrote or named):
             return None
-        try:
-            self._all()   # reads the store once: a damaged one is told from an unknown id
-            if self.problem:
-                return None
-            run = self.client.get_run(run_id)
-        except Exception:  # noqa: BLE001 - MLflow raises its own exception for an unknown id
-            return None
-        return _run_info(run, "the result file's mlflow_run_id")
+        run = max(wrote or named, key=lambda r: r.info.start_time)
+        how = "stage and run name" + (", and the result file's md5" if wrote else
+                                      (" (the latest: none holds the result file's md5)" if len(named) > 1 else ""))
+        return _run_info(run, how)
 
     def latest_before(self, stage: str, seed: int | None, before: int | None,
                       used: list[str] = ()) -> RunInfo | None:

@@ -1,10 +1,11 @@
 """A table cell's numbers traced to their result files.
 
 The report's Table 1 CSV (``reports/sections/table1.csv``) has one row per (row, dataset, setting) and a
-``runs`` column listing the evaluation behind each seed as ``seed <s>: <stage> (<MLflow run id>)``,
-separated by ``; ``. A cell is named as the printed table names it: the row label ("SimSiam + CNN")
-and the column ("Digits IID", i.e. dataset and setting; the dataset may be spelled as in params.yaml
-or as printed, case and punctuation aside).
+``runs`` column listing the evaluation behind each seed as ``seed <s>: <stage> (<MLflow run name>)``,
+separated by ``; ``; the run name is a function of the result file (``tracking.names.result_run_name``).
+A cell is named as the printed table names it: the row label ("SimSiam + CNN") and the column ("Digits
+IID", i.e. dataset and setting; the dataset may be spelled as in params.yaml or as printed, case and
+punctuation aside).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from dssl.lineage.lock import LineageError, LockedStage
 from dssl.tracking import project_root
+from dssl.tracking.names import result_run_name
 
 RUN_ENTRY = re.compile(r"seed (-?\d+): (\S+) \(([^)\s]+)\)")
 
@@ -26,7 +28,7 @@ RUN_ENTRY = re.compile(r"seed (-?\d+): (\S+) \(([^)\s]+)\)")
 class CellRun:
     seed: int
     stage: str
-    run_id: str
+    run_name: str
 
 
 def _squash(text: str) -> str:
@@ -68,14 +70,14 @@ def cell_runs(table: Path, row: str, column: str, root: Path | None = None) -> t
     if not match:
         offered = ", ".join(f"{r['dataset']} {r['setting']}" for r in in_row)
         raise LineageError(f"{table}: row {row!r} has no column {column!r}; columns of that row: {offered}")
-    runs = [CellRun(int(seed), stage, run_id) for seed, stage, run_id in RUN_ENTRY.findall(match[0]["runs"])]
+    runs = [CellRun(int(seed), stage, name) for seed, stage, name in RUN_ENTRY.findall(match[0]["runs"])]
     if not runs:
         raise LineageError(f"{table}: cell ({row}, {column}) lists no runs in its 'runs' column")
     return match[0], runs
 
 
 def result_file(root: Path, lock: dict[str, LockedStage], run: CellRun) -> str:
-    """The result file of ``run``: the JSON in its stage's outputs whose mlflow_run_id is the run's id."""
+    """The result file of ``run``: the JSON in its stage's outputs whose run name is the run's."""
     stage = lock.get(run.stage)
     if stage is None:
         raise LineageError(f"stage {run.stage} (seed {run.seed}) is not in dvc.lock; the table is newer than "
@@ -84,9 +86,17 @@ def result_file(root: Path, lock: dict[str, LockedStage], run: CellRun) -> str:
         folder = Path(root) / out.path
         for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
             try:
-                if json.loads(path.read_text()).get("mlflow_run_id") == run.run_id:
+                if _run_name(json.loads(path.read_text())) == run.run_name:
                     return path.relative_to(root).as_posix()
-            except (json.JSONDecodeError, AttributeError):
+            except json.JSONDecodeError:
                 continue
-    raise LineageError(f"no result file of {run.stage} holds MLflow run {run.run_id} (seed {run.seed}): the "
-                       f"results were rebuilt after the table; re-run the report (`{report_command(root)}`)")
+    raise LineageError(f"no result file of {run.stage} is the one of MLflow run {run.run_name} (seed {run.seed}): "
+                       f"the results were rebuilt after the table; re-run the report (`{report_command(root)}`)")
+
+
+def _run_name(record: object) -> str | None:
+    """The run name of a result file's content; None for a JSON that is no evaluation result."""
+    try:
+        return result_run_name(record)   # type: ignore[arg-type]
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -30,7 +30,7 @@ def render_text(answer: dict[str, Any]) -> str:
 def _result(result: ResultLineage, params_file: str) -> list[str]:
     r = result.result
     lines = [f"== {result.file}", f"   seed {r['seed']}, {r['dataset']} {r['protocol']}: "
-             f"test_acc {r['test_acc']} (stage {r['stage']}, MLflow run {r['mlflow_run_id']})"]
+             f"test_acc {r['test_acc']} (stage {r['stage']}, MLflow run named {r['run_name']})"]
     for stage in result.stages:
         lines += _stage(stage, params_file)
     if result.mismatches:

@@ -71,19 +71,20 @@ class Stage:
         """Log a stage that is one run (no seeds)."""
         return self.log_runs([StageRecord(self.stage_name, params_read, metrics, artifacts, inputs)])[0]
 
-    def log_runs(self, records: list[StageRecord], patch: list[list[Path]] | None = None) -> list[str]:
-        """Log the stage's runs (one per seed, or per seed x result) in one MLflow session.
+    def log_runs(self, records: list[StageRecord]) -> list[str]:
+        """Log the stage's runs (one per seed, or per seed x result) in one MLflow session, once its
+        outputs are written.
 
         Every run carries the stage's time so far (``stage_seconds``: from the entry's start, after
         imports) and its peak resident memory; returns the run ids in order. When the tracking store
-        cannot be reached the runs wait in the outbox (``patch[i]``: the result files run i's id goes
-        into) and ``TrackingUnavailable`` is raised (``dssl.tracking.log_stages``).
+        cannot be reached the runs wait in the outbox and ``TrackingUnavailable`` is raised
+        (``dssl.tracking.log_stages``).
         """
         seconds, memory = time.perf_counter() - self.started, peak_rss_mb()
         for record in records:
             record.stage = self.stage_name
             record.metrics = {**record.metrics, "stage_seconds": seconds, "peak_rss_mb": memory}
-        return log_stages(records, self.profile, self.root, patch)
+        return log_stages(records, self.profile, self.root)
 
 
 @contextmanager

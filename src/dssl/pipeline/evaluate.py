@@ -6,7 +6,9 @@ encoder on (``images_trained``), which the plan predicts.
 
 Hyper-parameters are chosen on a validation split carved from the training split; the test split is
 scored once. Each (seed, dataset, protocol) is one task, run side by side on the cores, and one result
-file ``reports/metrics/<framework>/<cell>/seed-<s>/<dataset>-<protocol>.json`` with its own MLflow run.
+file ``reports/metrics/<framework>/<cell>/seed-<s>/<dataset>-<protocol>.json`` with its own MLflow run,
+named after the result (``<stage>/seed-<s>/<dataset>-<protocol>``: ``tracking.names.result_run_name``)
+and tagged with the file's md5; the file holds no run id.
 The evaluation of seed s uses seed s for its split and head, and the random-init reference of seed s
 is the very network pretraining seed s started from, so "pretrained minus random init" pairs by seed.
 A stand-alone cell (``evaluate_local``) holds one encoder per client and seed; each is evaluated on its
@@ -26,7 +28,8 @@ deterministic mode, as pretraining does. Each task checkpoints into
 done, keeps its result there (``result.json``): a killed or preempted stage (SIGTERM / SIGUSR1,
 ``training.preemption``) resumes every task where it stopped, with the same bits, and a stage whose
 tracking store was unreachable, run again, trains nothing and only logs what is still unlogged. The
-result files are written before the stage gives up on an unreachable store (``tracking.outbox``).
+result files are written before the runs are logged, and never after (``tracking.outbox``: a run is
+logged at most once, and ``dssl tracking sync`` touches no output).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any
 from dssl.artifacts import ArtifactError
 from dssl.config.evaluation_plan import cell_grids, protocol_config, stage_pairs
 from dssl.config.grids import cell_seeds, reference_seeds
-from dssl.config.sections import backbone_family
+from dssl.config.lookups import backbone_family
 from dssl.pipeline.common import Stage, atomic_dir
 from dssl.pipeline.layout import (
     CHECKPOINTS,
@@ -53,8 +56,9 @@ from dssl.pipeline.layout import (
     seed_dir,
 )
 from dssl.pipeline.workers import run_tasks, stage_device
-from dssl.tracking import StageRecord, TrackingUnavailable
-from dssl.tracking.lineage import hardware_label
+from dssl.tracking import StageRecord
+from dssl.tracking.lineage import file_md5, hardware_label
+from dssl.tracking.names import evaluation_run, output_tag
 from dssl.tracking.outbox import write_json
 
 
@@ -165,7 +169,7 @@ def _fingerprint(subject: Subject, params: dict, task: Task, config) -> str:
 
 @dataclass
 class TaskResult:
-    """A task's result record (the result file's content, without run id), the config it ran with and
+    """A task's result record (the result file's content, less its stage and hardware), the config it ran with and
     whether it resumed from a checkpoint or from a finished result of an earlier run of the stage."""
 
     record: dict[str, Any]
@@ -175,9 +179,9 @@ class TaskResult:
 
 def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str, task: Task) -> TaskResult:
     """One (seed, dataset, protocol[, client]) (runs in a worker)."""
-    # The protocols' implementations: the registry loads them by name when a protocol runs; named here so
-    # that they are in the evaluation stages' code manifests (dssl.pipeline.codedeps), not in every stage's.
-    from dssl.evaluation import evaluate, few_shot, finetune, knn, linear_probe  # noqa: F401
+    # The protocols' implementations load by name when a protocol runs (dssl.evaluation.registry): a stage's
+    # code manifests hold those of the protocols its cell runs (``protocol/<names>``), not every protocol's.
+    from dssl.evaluation import evaluate
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.evaluation.progress import Checkpoint
     from dssl.training.determinism import configure_determinism
@@ -313,9 +317,8 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
     strategy = subject.describe.get("strategy")
     if strategy:
         read["strategies"] = {strategy: params["strategies"][strategy]}
-    out, machine = metrics_dir(subject.framework, subject.cell), hardware_label()
-    files = [Path(seed_dir(o.record["seed"])) / f"{o.record['dataset']}-{o.record['protocol']}.json"
-             for o, _ in results]
+    out = metrics_dir(subject.framework, subject.cell)
+    written = _write_results(stage, out, [outcome.record for outcome, _ in results])
     records = [
         StageRecord(stage.stage_name, read,
                     {"test_acc": r["test_acc"], "val_acc": r["val_acc"], "worker_peak_rss_mb": rss,
@@ -323,25 +326,30 @@ def _run(stage: Stage, subject: Subject, inputs: list[Path]) -> Path:
                      "resumed": float(outcome.resumed != "no"),
                      **{f"test_acc client {c}": a for c, a in (r.get("clients") or {}).items()}},
                     inputs=[prepared_dir(r["dataset"]), *inputs, *subject.seed_inputs(r["seed"])],
-                    run=f"{seed_dir(r['seed'])}/{r['dataset']}-{r['protocol']}", seed=r["seed"],
-                    tags={"resumed": outcome.resumed, "device": device}, run_params=outcome.config)
-        for (outcome, rss), r in zip(results, (o.record for o, _ in results))
+                    run=evaluation_run(r["seed"], r["dataset"], r["protocol"]), seed=r["seed"],
+                    tags={"resumed": outcome.resumed, "device": device, **output}, run_params=outcome.config)
+        for (outcome, rss), r, output in zip(results, (o.record for o, _ in results), written)
     ]
-    unavailable = None
-    try:
-        run_ids = stage.log_runs(records, patch=[[stage.root / out / file] for file in files])
-    except TrackingUnavailable as err:   # the results are kept; the runs wait in the outbox
-        run_ids, unavailable = err.run_ids, err
-    with atomic_dir(out) as tmp:
-        for (outcome, _), file, run_id in zip(results, files, run_ids):
-            (tmp / file).parent.mkdir(exist_ok=True)
-            write_json(tmp / file, {**outcome.record, "stage": stage.stage_name, "mlflow_run_id": run_id,
-                                    "hardware": machine})
-    if unavailable is not None:
-        raise unavailable
+    # after the outputs: a failure in between (a full disk, a kill) leaves no run logged, and a rerun logs
+    # each once (the outbox remembers what it logged); an unreachable store raises TrackingUnavailable with
+    # the results kept and the tasks' results too, so the command run again trains nothing
+    stage.log_runs(records)
     for task in tasks:   # outputs and runs complete: the tasks' results are no longer needed
         _remove_task_folder(stage.stage_name, task)
     return out
+
+
+def _write_results(stage: Stage, out: Path, records: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Each result into ``out/seed-<s>/<dataset>-<protocol>.json`` (one folder, replaced at once); returns,
+    per result, the tag its MLflow run carries with the file's md5 (``names.output_tag``). A result holds
+    no run id: its run is named after it (``names.result_run_name``), so no file changes once it is logged."""
+    machine = hardware_label()
+    files = [Path(f"{evaluation_run(r['seed'], r['dataset'], r['protocol'])}.json") for r in records]
+    with atomic_dir(out) as tmp:
+        for record, file in zip(records, files):
+            (tmp / file).parent.mkdir(exist_ok=True)
+            write_json(tmp / file, {**record, "stage": stage.stage_name, "hardware": machine})
+    return [{output_tag((out / file).as_posix()): file_md5(stage.root / out / file)} for file in files]
 
 
 def _evaluation_read(params: dict, subject: Subject) -> dict[str, Any]:
@@ -401,7 +409,7 @@ def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -
 
 
 def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> Path:
-    from dssl.config.sections import graph_partition
+    from dssl.config.lookups import graph_partition
     stage = Stage("evaluate_decl", f"{model}-{graph}-{strategy}", params_path,
                   lambda params: cell_seeds(params, "decl", (model, graph, strategy)))
     params = stage.params

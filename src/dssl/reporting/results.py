@@ -3,7 +3,9 @@
 Each evaluate stage writes one JSON per (pretrained model x downstream dataset x protocol x seed).
 Paper A (FedMAR, ICLR 2026) reports every number as the mean of 3 trials without a spread; the report
 keeps the mean with two separate errors (see ``stats``): the 95 % Student-t interval over seeds and the
-test-set sampling error (Wilson interval on ``n_test`` images).
+test-set sampling error (Wilson interval on ``n_test`` images). A result holds no MLflow run id: its
+run is named after it (``run_name``, ``tracking.names.result_run_name``), and the report, an output of
+its results alone, names the runs by that name.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import pandas as pd
 from dssl.artifacts import ArtifactError, read_json
 from dssl.evaluation.registry import PROTOCOLS
 from dssl.reporting.stats import binomial_interval, seed_interval
+from dssl.tracking.names import result_run_name
 
 REQUIRED_KEYS = (
     "framework", "model", "method", "backbone", "family",
     "partition", "scheme", "alpha",
     "graph", "topology", "connectivity",
-    "dataset", "protocol", "test_acc", "val_acc", "seed", "stage", "mlflow_run_id",
+    "dataset", "protocol", "test_acc", "val_acc", "seed", "stage",
 )
 # Keys of newer result files; older files read as these defaults.
 OPTIONAL_KEYS: dict[str, Any] = {"n_test": None, "strategy": None, "strategy_config": None,
@@ -32,7 +35,8 @@ SUMMARY_COLUMNS = ["mean", "ci", "n", "test_ci", "runs"]
 
 
 def load_results(folder: Path | str) -> pd.DataFrame:
-    """All result JSONs under ``folder`` (recursively), one row each, plus the ``file`` they came from.
+    """All result JSONs under ``folder`` (recursively), one row each, plus the ``file`` they came from and
+    the ``run_name`` of their MLflow run.
 
     Raises ``ArtifactError`` (a ValueError) naming the file and the problem (bad JSON, missing key,
     unknown protocol, accuracy outside [0, 1]), and when the folder is missing or holds no result file.
@@ -45,7 +49,7 @@ def load_results(folder: Path | str) -> pd.DataFrame:
         raise ArtifactError(folder, "no result files (*.json) under this folder")
     rows = [_read_result(path) for path in files]
     # object columns keep None as None (pandas' string dtype would turn it into NaN)
-    df = pd.DataFrame(rows, columns=[*REQUIRED_KEYS, *OPTIONAL_KEYS, "file"], dtype=object)
+    df = pd.DataFrame(rows, columns=[*REQUIRED_KEYS, *OPTIONAL_KEYS, "file", "run_name"], dtype=object)
     return df.astype({"alpha": float, "connectivity": float, "test_acc": float, "val_acc": float, "seed": int})
 
 
@@ -53,7 +57,8 @@ def _read_result(path: Path) -> dict[str, Any]:
     record = read_json(path, REQUIRED_KEYS)
     _check_values(path, record)
     return {**{key: record[key] for key in REQUIRED_KEYS},
-            **{key: record.get(key, default) for key, default in OPTIONAL_KEYS.items()}, "file": str(path)}
+            **{key: record.get(key, default) for key, default in OPTIONAL_KEYS.items()}, "file": str(path),
+            "run_name": result_run_name(record)}
 
 
 def _check_values(path: Path, record: dict[str, Any]) -> None:
@@ -80,7 +85,7 @@ def summarise(df: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
 
     ``ci`` is the half-width of the Student-t interval over seeds (NaN when n = 1); ``test_ci`` the
     half-width of the Wilson interval of the mean accuracy on the group's test-set size (NaN when the
-    results do not record ``n_test``). ``runs`` is a sorted tuple of (seed, stage, mlflow_run_id), the
+    results do not record ``n_test``). ``runs`` is a sorted tuple of (seed, stage, MLflow run name), the
     lineage of the group's number. Groups keep first-appearance order; None keys form groups of their own.
     """
     by = list(by)
@@ -100,7 +105,7 @@ def accuracy_summary(group: pd.DataFrame) -> dict[str, Any]:
     seeds = seed_interval(accuracy)
     n_test = _common_test_size(group)
     test = binomial_interval(seeds.mean, n_test) if n_test else None
-    runs = zip(group["seed"], group["stage"], group["mlflow_run_id"])
+    runs = zip(group["seed"], group["stage"], group["run_name"])
     return {
         "mean": 100.0 * seeds.mean,
         "ci": 100.0 * seeds.half_width,

@@ -145,5 +145,5 @@ def compared_cells(*cells: pd.DataFrame) -> str:
 
 
 def runs_text(runs: tuple) -> str:
-    """The lineage of a cell for CSVs: "seed 0: <stage> (<run id>); ..."."""
+    """The lineage of a cell for CSVs: "seed 0: <stage> (<MLflow run name>); ..."."""
     return "; ".join(f"seed {seed}: {stage} ({run_id})" for seed, stage, run_id in runs)

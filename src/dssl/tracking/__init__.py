@@ -16,6 +16,7 @@ from dssl.tracking import outbox
 from dssl.tracking.inputs import input_md5s
 from dssl.tracking.lineage import engine, git_state, hardware, params_hash
 from dssl.tracking.mlflow_store import bounded_retries, init_store, project_root, store_problem, tracking_uri
+from dssl.tracking.names import run_name
 from dssl.tracking.outbox import TrackingUnavailable
 
 __all__ = ["StageRecord", "TrackingUnavailable", "check_store", "log_stage", "log_stages", "init_store",
@@ -44,7 +45,8 @@ class StageRecord:
     """What one run of a stage produced: logged as one MLflow run.
 
     A stage that runs several seeds logs one record per seed (per result file), each with its
-    ``run`` suffix (``seed-1``, ``seed-1/digits-linear_probe``) in the run name and its ``seed`` tag.
+    ``run`` suffix (``seed-1``, ``seed-1/digits-linear_probe``) in the run name (``names.run_name``) and
+    its ``seed`` tag.
     """
 
     stage: str
@@ -64,7 +66,7 @@ class StageRecord:
 
     @property
     def run_name(self) -> str:
-        return f"{self.stage}/{self.run}" if self.run else self.stage
+        return run_name(self.stage, self.run)
 
 
 def _run_tags(record: StageRecord, profile: str, root: Path, common: dict[str, str]) -> dict[str, str]:
@@ -119,22 +121,20 @@ def send(client, experiment_id: str, payload: dict) -> str:
     return run.info.run_id
 
 
-def log_stages(records: list[StageRecord], profile: str, root: Path | None = None,
-               patch: list[list[Path]] | None = None) -> list[str]:
+def log_stages(records: list[StageRecord], profile: str, root: Path | None = None) -> list[str]:
     """Log finished stage runs to the project's MLflow store; returns run ids.
 
-    Every run logged is remembered by the result it describes (stage, run name, params, inputs and code:
-    ``outbox.run_key``), so a run identical to one logged before, here, by ``dssl tracking sync`` or by a
-    stage that failed after logging (its result files could not be written), is not logged again: its id
-    is returned. Requests retry a bounded time (``mlflow_store.bounded_retries``).
-    When the store cannot be reached, the runs not yet logged wait in the outbox (with ``patch[i]``,
-    the files that should carry run i's id) and ``TrackingUnavailable`` is raised, holding the ids of
-    the runs that were logged.
+    A stage calls it once its outputs are written, and no output holds a run id (a run is found by its
+    stage and run name, ``names``), so nothing is rewritten after logging. Every run logged is remembered
+    by the result it describes (stage, run name, params, inputs and code: ``outbox.run_key``), so a run
+    identical to one logged before, here, by ``dssl tracking sync`` or by a stage killed after logging,
+    is not logged again: its id is returned. Requests retry a bounded time
+    (``mlflow_store.bounded_retries``). When the store cannot be reached, the runs not yet logged wait in
+    the outbox and ``TrackingUnavailable`` is raised, holding the ids of the runs that were logged.
     """
     root = root or project_root()
     common = {**git_state(root), **engine(), **hardware()}
     payloads = [run_payload(record, profile, root, common) for record in records]
-    patch = patch or [[] for _ in records]
     run_ids: list[str | None] = [outbox.logged_id(root, payload) for payload in payloads]
     try:
         with bounded_retries():
@@ -152,7 +152,7 @@ def log_stages(records: list[StageRecord], profile: str, root: Path | None = Non
             raise
         for index, payload in enumerate(payloads):
             if run_ids[index] is None:
-                outbox.defer(root, payload, patch[index])
+                outbox.defer(root, payload)
             else:
                 outbox.remember(root, payload, run_ids[index])
         waiting = sum(run_id is None for run_id in run_ids)
@@ -183,11 +183,11 @@ def _client(root: Path, profile: str):
 
 
 def sync(root: Path) -> tuple[int, list[str]]:
-    """Log every run waiting in the outbox; returns how many were logged and the problems left."""
+    """Log every run waiting in the outbox; returns how many were logged and the problems left. No file
+    but the outbox's own is written: the stages' outputs hold no run id (``names``)."""
     logged, problems = 0, []
     for path in outbox.pending(root):
         payload = json.loads(path.read_text())
-        patch = payload.pop("patch", [])
         try:
             with bounded_retries():
                 client, experiment_id = _client(root, payload["profile"])
@@ -198,7 +198,7 @@ def sync(root: Path) -> tuple[int, list[str]]:
             problems.append(f"{payload['run_name']}: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
             break   # the store is still away: the rest would fail the same way
         outbox.remember(root, payload, run_id)
-        outbox.settle(root, payload, run_id, patch)
+        outbox.forget(root, payload)
         logged += 1
     return logged, problems
 

@@ -2,13 +2,14 @@
 
 A stage's results are on disk before it logs; when the store (the SQLite file, or a tracking server)
 cannot be reached, the runs it could not log go to ``mlflow-outbox/pending/`` as JSON files: the
-run's name, params, metrics, tags (input md5s and code version as they were at the time) and
-artifacts, and the result files that should carry the run's id. ``dssl tracking sync`` logs them
-and writes each run id into those files; the stage run again does the same for its own runs.
+run's name, params, metrics, tags (input md5s, the md5s of the outputs it describes and the code
+version as they were at the time) and artifacts. ``dssl tracking sync`` logs them; the stage run again
+does the same for its own runs. Neither writes anything but the outbox: a stage's outputs (DVC's) hold
+no run id, a run is found by its stage and run name (``names``).
 
 ``mlflow-outbox/logged/`` remembers every run logged, by the result it describes (stage, run name,
 params hash, inputs, code version: ``run_key``), so that a stage run again does not log a run twice,
-whatever failed after the logging (the store, a full disk while the result files were written, a kill).
+whatever failed after the logging (the store, a kill).
 """
 
 from __future__ import annotations
@@ -56,12 +57,12 @@ def write_json(path: Path, data: Any) -> None:
         os.replace(temporary, path)
 
 
-def defer(root: Path, payload: dict[str, Any], patch: list[Path]) -> Path:
-    """Keep a run that could not be logged; ``patch``: JSON files whose ``mlflow_run_id`` gets its id."""
+def defer(root: Path, payload: dict[str, Any]) -> Path:
+    """Keep a run that could not be logged, until ``sync`` or its stage run again logs it."""
     folder = _folder(root, "pending")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{run_key(payload)}.json"
-    write_json(path, {**payload, "patch": [str(Path(p).resolve()) for p in patch]})
+    write_json(path, payload)
     return path
 
 
@@ -83,18 +84,9 @@ def remember(root: Path, payload: dict[str, Any], run_id: str) -> None:
 
 
 def forget(root: Path, payload: dict[str, Any]) -> None:
-    """Drop a waiting run that was just logged by its stage run again (``sync`` would log it twice)."""
+    """Drop a waiting run once it is logged (by ``sync``, or by its stage run again: ``sync`` would log it
+    twice)."""
     (_folder(root, "pending") / f"{run_key(payload)}.json").unlink(missing_ok=True)
-
-
-def settle(root: Path, payload: dict[str, Any], run_id: str, patch: list[Path]) -> None:
-    """After a pending run was logged: its id into the files that wait for it, out of the outbox."""
-    for path in map(Path, patch):
-        if path.is_file():
-            record = json.loads(path.read_text())
-            if record.get("mlflow_run_id") is None:
-                write_json(path, {**record, "mlflow_run_id": run_id})
-    forget(root, payload)
 
 
 def is_unreachable(error: BaseException) -> bool:

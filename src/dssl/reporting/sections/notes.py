@@ -88,17 +88,17 @@ class Lineage(ReportSection):
     title = "Lineage"
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
-        runs = ctx.results[["stage", "seed", "mlflow_run_id", "hardware"]]
+        runs = ctx.results[["stage", "seed", "run_name", "hardware"]]
         return runs if not runs.empty else pd.DataFrame()
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
-        logged = int(data["mlflow_run_id"].notna().sum())
         return (
             f"Every number above is a mean over result files of evaluate stages ({len(data)} files from "
-            f"{data['stage'].nunique()} stages here; {logged} with their MLflow run id). Each stage run is "
-            "one MLflow run per seed in the project's tracking store, with its lineage (git commit, params "
-            "hash, hashes of its inputs). Each table's CSV lists, per cell, the runs behind it "
-            "(\"seed s: <stage> (<MLflow run id>)\"). " + hardware_sentence(data["hardware"]))
+            f"{data['stage'].nunique()} stages here). Each result file is one MLflow run in the project's "
+            "tracking store, with its lineage (git commit, params hash, hashes of its inputs and of the file), "
+            "named after the file: `<stage>/seed-<s>/<dataset>-<protocol>` with the tag `stage`. Each table's "
+            "CSV lists, per cell, the runs behind it (\"seed s: <stage> (<MLflow run name>)\"); `dssl lineage` "
+            "finds them. " + hardware_sentence(data["hardware"]))
 
     def csv(self, data: pd.DataFrame) -> None:  # type: ignore[override]
         return None
