@@ -1,6 +1,7 @@
 """A grid's own seeds: which cells run them, how they are validated, which stages read them, what the plan
-counts. The default gives Table 1's SimSiam + CNN ten seeds (pretrain.fl.grids.table1-simsiam) and its
-shallow tables two (pretrain.fl.grids.table8 and the grids that alias its list)."""
+counts. The default gives Table 1's SimSiam + CNN ten seeds (pretrain.fl.grids.table1-simsiam), paper B four
+(pretrain.fl.grids.paper-b-methods and the grids that alias its list) and Table 2 two (pretrain.fl.grids.table2
+and the grids that alias its list)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from dssl.pipeline.catalogue import instances
 
 REPO = Path(__file__).resolve().parents[2]
 TEN = "pretrain.fl.grids.table1-simsiam.seeds"
-SHALLOW = "pretrain.fl.grids.table8.seeds"
+SHALLOW = "pretrain.fl.grids.table2.seeds"
+PAPER_B = "pretrain.fl.grids.paper-b-methods.seeds"
 SIMSIAM_120 = ("simsiam-cnn", "fl-label", "fedavg-r120")
 
 
@@ -31,10 +33,12 @@ def test_a_grid_with_its_own_seeds_gives_them_to_its_cells_only(good: dict) -> N
     assert good["pretrain"]["fl"]["grids"]["table1-simsiam"]["seeds"] == list(range(10))
     assert seeds_key(good, "fl", SIMSIAM_120) == TEN
     assert cell_seeds(good, "fl", SIMSIAM_120) == list(range(10))
-    assert seeds_key(good, "fl", ("mae-vit", "fl-label", "fedmar-r10")) == SHALLOW   # Tables 2 and 8 share it
-    assert cell_seeds(good, "fl", ("byol-cnn", "fl-2class", "fedssl")) == [0, 1]
-    assert cell_seeds(good, "decl", ("mae-cnn", "general-5", "decl-mh")) == [0, 1]
-    assert cell_seeds(good, "local", ("byol-cnn", "fl-2class")) == [0, 1]
+    assert seeds_key(good, "fl", ("mae-vit", "fl-label", "fedmar-r10")) == SHALLOW
+    assert cell_seeds(good, "fl", ("byol-cnn", "fl-label", "t2-fedema")) == [0, 1]
+    assert seeds_key(good, "fl", ("byol-cnn", "fl-2class", "fedssl")) == PAPER_B
+    assert cell_seeds(good, "fl", ("byol-cnn", "fl-2class", "fedema")) == [0, 1, 2, 3]
+    assert cell_seeds(good, "local", ("byol-cnn", "fl-2class")) == [0, 1, 2, 3]
+    assert cell_seeds(good, "decl", ("mae-vit", "general-5", "decl-mh")) == [0, 1, 2]   # Table 6: the default
     assert seeds_key(good, "fl", ("mae-cnn", "fl-label", "fedavg")) == "seeds"
     assert cell_seeds(good, "fl", ("simsiam-cnn", "fl-label", "fedavg")) == good["seeds"] == [0, 1, 2]
     assert cell_seeds(good, "local", ("simsiam-cnn", "fl-label")) == [0, 1, 2]

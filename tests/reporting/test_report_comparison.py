@@ -288,3 +288,34 @@ def test_malformed_dataset_columns_fail_when_the_section_is_created():
     with pytest.raises(ValueError, match="column 'cifar10'"):
         create_section("table2", {"model": "m", "rows": {"fedmar_r18": "fedmar", "x": "y"},
                                   "columns": {"cifar10": {"partition": "fl-label"}}})
+
+
+def test_the_gate_reads_the_claims_row_only_and_the_finding_names_it(tmp_path):
+    """"R is above every other row" needs R's pretraining to beat random init; a compared row below random init
+    is an outcome the claim predicts (a baseline learning less), so the claim is tested, and says what it gated."""
+    records = []
+    for seed, noise in enumerate(NOISE):
+        for strategy, acc in {"fedmar-g0p1": 0.60, "fedmar-cos": 0.45, "fedmar-mmd": 0.58}.items():
+            records.append(result("fl", "mae", "vit_small", "dirichlet_balanced", test_acc=acc + noise, seed=seed,
+                                  strategy=strategy, model="mae-vit"))
+        records.append(result("random", None, "vit_small", None, test_acc=0.50 + noise, seed=seed))
+    rows = {"ammd_mean_sigma": "fedmar-g0p1", "cosine_similarity": "fedmar-cos", "vanilla_mmd_sigma1": "fedmar-mmd"}
+    section = create_section("table7", {"model": "mae-vit", "columns": {"gamma_0.1": "fl-label"}, "rows": rows})
+    (finding,) = section.render(context(tmp_path, records)).findings
+    assert finding.verdict == "supported" and finding.gated == ("ammd_mean_sigma",)   # cosine: 45 % < random 50 %
+    assert "(gated: ammd_mean_sigma)" in finding.line()
+    weak = [dict(r, test_acc=r["test_acc"] - 0.15) if r.get("strategy") == "fedmar-g0p1" else r for r in records]
+    (finding,) = section.render(context(tmp_path / "weak", weak)).findings
+    assert finding.verdict == "untestable" and "ammd_mean_sigma: pretraining does not beat" in finding.detail
+
+
+def test_a_column_named_after_a_dataset_it_does_not_read_is_refused():
+    """Table 8's column labelled "cifar100" while its cells are scored on digits: the label must say what ran."""
+    section = create_section("table8", {"model": "mae-vit", "rows": {"cosine_0.1_to_0.001": "fedmar"},
+                                        "columns": {"cifar100": "fl-label"}})
+    (problem,) = section.label_problems("digits", ["digits", "cifar100"])
+    assert "'cifar100' names a dataset" in problem and "'digits'" in problem
+    assert section.label_problems("cifar100", ["digits", "cifar100"]) == []
+    relabelled = create_section("table8", {"model": "mae-vit", "rows": {"cosine_0.1_to_0.001": "fedmar"},
+                                           "columns": {"digits": "fl-label"}})
+    assert relabelled.label_problems("digits", ["digits", "cifar100"]) == []

@@ -5,7 +5,10 @@ the compared conditions share each seed's initial weights and client schedule, s
 they have in common. Verdicts are ``stats.VERDICTS`` plus ``UNTESTABLE``: a claim about pretraining
 (robustness to non-IID data, the effect of connectivity) is only evidence when the pretraining behind
 each compared cell beats the same backbone from random init (``PretrainingGate``); otherwise the claim
-is "untestable at this scale".
+is "untestable at this scale". Each claim declares which of its arms the gate reads (``Finding.gated``):
+the arms it needs to say something about pretraining, i.e. the one it says is higher (a difference of
+differences or a distance needs all of them); an arm the paper expects to be lower, or to collapse, may fall
+below random init and the claim is still tested.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Finding:
     difference is a fraction, printed x 100), any other unit is printed as measured (Table 5's distances).
     ``cells``: the complete names of the compared cells (``tables.compared_cells``); ``expected_sign``:
     the sign of ``difference`` the paper predicts (+1 unless ``detail``'s direction is the opposite).
+    ``gated``: the labels of the arms that had to beat random init for the claim to be tested.
     """
 
     section: str
@@ -43,6 +47,7 @@ class Finding:
     unit: str = "pp"
     cells: str = ""
     expected_sign: int = +1
+    gated: tuple[str, ...] = ()
 
     @property
     def scale(self) -> float:
@@ -62,7 +67,12 @@ class Finding:
         """One Markdown bullet: the subject, its complete cells, the verdict and the evidence."""
         claim = f"{self.claim.split(' (')[0]} — " if with_claim else ""
         cells = f" ({self.cells})" if self.cells else ""
-        return f"- {claim}{self.subject}{cells}: **{self.verdict}** — {self.evidence()}"
+        gated = f" (gated: {self.gated_text()})" if self.gated else ""
+        return f"- {claim}{self.subject}{cells}: **{self.verdict}** — {self.evidence()}{gated}"
+
+    def gated_text(self) -> str:
+        """The gated arms as one field: "MAR; MAE" (empty when the claim reads no gate)."""
+        return "; ".join(self.gated)
 
     def oriented(self) -> tuple[float, float, float] | None:
         """(difference, low, high) in the finding's unit, signed so that > 0 is the paper's direction;

@@ -30,8 +30,9 @@ SCALE_NOTE = (
     "compared is the direction of each effect (a drop from IID, a rise with |A|, an ordering). Each "
     "claim is judged on the per-seed paired difference and its 95 % Student-t interval: \"supported\" "
     "when the whole interval lies on the paper's side of 0, \"contradicted\" when it lies on the other "
-    "side, \"inconclusive\" otherwise, and \"untestable\" when a compared pretraining does not beat the "
-    "same backbone from random init."
+    "side, \"inconclusive\" otherwise, and \"untestable\" when a pretraining the claim needs (its gated "
+    "arms: the one it says is higher, or every arm of a difference of differences or a distance) does not "
+    "beat the same backbone from random init."
 )
 PAPER_SCALE_NOTE = (
     "> **Scale.** This build uses the paper-scale profile: absolute accuracies are comparable to the "
@@ -292,15 +293,16 @@ def untestable_reason(finding: Finding) -> str:
 
 def findings_frame(outputs: list[SectionOutput]) -> pd.DataFrame:
     """Every finding as one CSV row: section, claim, subject, complete cells, verdict, paired difference with
-    its interval in the finding's unit (pp for accuracies), seeds."""
+    its interval in the finding's unit (pp for accuracies), seeds, the arms the gate read."""
     rows = [{"section": f.section, "claim": f.claim, "subject": f.subject, "cells": f.cells, "verdict": f.verdict,
              "difference": f.scale * f.difference.mean if f.difference else None,
              "low": f.scale * f.difference.low if f.difference else None,
              "high": f.scale * f.difference.high if f.difference else None,
-             "unit": f.unit, "n_seeds": f.difference.n if f.difference else None, "detail": f.detail}
+             "unit": f.unit, "n_seeds": f.difference.n if f.difference else None, "detail": f.detail,
+             "gated": f.gated_text()}
             for out in outputs for f in out.findings]
     return pd.DataFrame(rows, columns=["section", "claim", "subject", "cells", "verdict", "difference", "low", "high",
-                                       "unit", "n_seeds", "detail"])
+                                       "unit", "n_seeds", "detail", "gated"])
 
 
 def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping[str, Mapping[str, Any] | None],

@@ -87,10 +87,14 @@ class ReportSection:
         return {}
 
     def csv(self, data: pd.DataFrame) -> pd.DataFrame:
-        """The section's CSV: its data, with each cell's runs as text ("seed s: <stage> (<run id>)")."""
+        """The section's CSV: its data, with each cell's runs as text ("seed s: <stage> (<MLflow run name>)")."""
         if "runs" in data:
             return data.assign(runs=[runs_text(runs) for runs in data["runs"]])
         return data
+
+    def label_problems(self, report_dataset: str, dataset_names: Iterable[str]) -> list[str]:
+        """What in the section's labels names a dataset its cells are not read on (none by default)."""
+        return []
 
     def empty_text(self) -> str:
         return "No results for this section in this build."
@@ -148,17 +152,24 @@ def register_section(name: str) -> Callable[[type[ReportSection]], type[ReportSe
 
 
 def check_report_params(c: Checker) -> None:
-    """``report.sections`` against the registry: known names, options each section accepts."""
+    """``report.sections`` against the registry: known names, options each section accepts, and no label that
+    names a dataset the section's cells are not read on (a column "cifar100" of cells scored on digits)."""
+    from dssl.data.datasets import DATASETS
+
     sections = (c.params.get("report") or {}).get("sections") or {}
+    report_dataset, dataset_names = str((c.params.get("report") or {}).get("dataset", "")), sorted(DATASETS)
     for name, options in sections.items():
         path = f"report.sections.{name}"
         if name not in SECTIONS:
             c.add(path, "unknown report section", f"one of: {', '.join(sorted(SECTIONS))}")
             continue
         try:
-            create_section(name, options if isinstance(options, dict) else None)
+            section = create_section(name, options if isinstance(options, dict) else None)
         except (TypeError, ValueError) as err:
             c.add(path, str(err))
+            continue
+        for problem in section.label_problems(report_dataset, dataset_names):
+            c.add(path, problem)
 
 
 def check_sections_or_raise(params: dict, source: str) -> None:

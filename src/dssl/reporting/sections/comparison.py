@@ -11,15 +11,17 @@ their mean), and a row may give one spec per column (Table 7, whose columns are 
 an upper bound, not a competitor). Row and column labels are the paper's own keys, so the paper's values
 print beside ours. Each table states one claim of the form "row R is above every other row", checked per
 column on paired per-seed differences (supported when R beats every other row beyond its interval,
-contradicted when some row beats R beyond its interval, otherwise inconclusive), and untestable where a
-compared pretraining does not beat random init (in an ablation, where the full method does not: the
-ablated model collapsing is the finding).
+contradicted when some row beats R beyond its interval, otherwise inconclusive), and untestable where R's
+pretraining does not beat random init: R is the arm the claim needs (``gated_rows``). The other rows run the
+same schedule and may fall below random init (an ablated model collapsing, a baseline learning less): that is
+an outcome the claim predicts, not a reason to call it untestable. A subclass whose claim needs every row
+sets ``gated_rows = ALL_ROWS``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 import pandas as pd
 
@@ -32,6 +34,7 @@ from dssl.reporting.tables import CELL_NOTE, cell_name, compared_cells, format_s
 from dssl.topology.mixing import DEFAULT_RULE
 
 PLACE = {"fl": "partition", "decl": "graph", "local": "partition"}
+CLAIMED_ROW, ALL_ROWS = "claimed row", "all rows"   # which rows a comparison's gate reads
 OTHER_FRAMEWORKS = ("central", "local")   # row specs "<framework>/<model>"
 CellSpec = tuple[str, str, str, str]   # (framework, model, strategy or "", place or "")
 
@@ -99,9 +102,9 @@ class StrategyComparison(ReportSection):
     best_row: ClassVar[str] = ""                 # the row the paper finds best
     claim: ClassVar[str] = ""
     intro: ClassVar[str] = ""
-    # An ablation's claim is that removing a part hurts; the ablated model may collapse (that is the
-    # finding), so only the best row (the full method) must beat random init for the claim to be tested.
-    gate_best_row_only: ClassVar[bool] = False
+    # The rows whose pretraining must beat random init for the claim to be tested: the claim's row (the one
+    # it says is higher), or every compared row.
+    gated_rows: ClassVar[str] = CLAIMED_ROW
     note: ClassVar[str] = ""                     # which definitions the rows use, where a paper and its code differ
 
     def __init__(self, model: str, rows: Mapping[str, Any], columns: Mapping[str, Any], framework: str = "fl",
@@ -162,6 +165,14 @@ class StrategyComparison(ReportSection):
             raise ValueError(f"cell ({row}, {column}): {row_spec!r} is not 'central/<model>' or 'local/<model>'")
         return framework, model, "", (place or column_place) if framework == "local" else ""
 
+    def label_problems(self, report_dataset: str, dataset_names: Iterable[str]) -> list[str]:
+        """Columns labelled with a dataset's name that their cells are not read on."""
+        names = set(dataset_names)
+        return [f"column {label!r} names a dataset, but its cells are read on "
+                f"{read_on!r}: label it after what it reads (e.g. {read_on!r})"
+                for label in self.columns if label in names
+                and label != (read_on := self.column_datasets.get(label) or self.dataset or report_dataset)]
+
     def column_dataset(self, column: str, ctx: ReportContext) -> str:
         """The one downstream dataset a column's cells are read on: the column's, the section's, the report's."""
         return self.column_datasets.get(column) or self.dataset or ctx.dataset
@@ -202,16 +213,17 @@ class StrategyComparison(ReportSection):
             return None
         subject = f"{self.framework.upper()} {column}: {self.best_row} vs {', '.join(others)}"
         named = compared_cells(best, *others.values())
-        blocked = gate.untestable({self.best_row: best, **({} if self.gate_best_row_only else others)})
+        arms = {self.best_row: best, **(others if self.gated_rows == ALL_ROWS else {})}
+        blocked = gate.untestable(arms)
         if blocked:
-            return Finding(self.name, self.claim, subject, UNTESTABLE, None, blocked, cells=named)
+            return Finding(self.name, self.claim, subject, UNTESTABLE, None, blocked, cells=named, gated=tuple(arms))
         compared = [(row, *compare(best, cell, +1)) for row, cell in others.items()]
         outcomes = [outcome for _, _, outcome in compared]
         overall = (CONTRADICTED if CONTRADICTED in outcomes
                    else SUPPORTED if all(o == SUPPORTED for o in outcomes) else INCONCLUSIVE)
         row, diff, _ = min(compared, key=lambda c: c[1].mean)
         return Finding(self.name, self.claim, subject, overall, diff, f"{self.best_row} - {row} (the closest row)",
-                       cells=named)
+                       cells=named, gated=tuple(arms))
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         measured = pd.DataFrame({"row": data["row"], "column": data["column"], "cell": data["cell"],
@@ -470,7 +482,6 @@ class FedEMANonIIDLevel(FedEMATable):
 class FedSSLPredictor(StrategyComparison):
     """Paper B's ablation: the predictor is necessary (without it FedSimSiam and FedBYOL collapse)."""
 
-    gate_best_row_only = True
     title = "Paper B ablation: the predictor"
     best_row = "with predictor"
     claim = "the predictor is necessary: with it accuracy is higher (paper B)"
@@ -487,7 +498,6 @@ class FedSSLStopGradient(StrategyComparison):
     with stop-gradient is the more accurate.
     """
 
-    gate_best_row_only = True
     note = ("Without stop-gradient follows SimSiam's definition: the loss is differentiated through the target "
             "branch, and BYOL's target, which the gradient reaches, is stepped by the optimiser "
             "(`target_optimized: true`, the default). Paper B's code keeps the target out of its optimiser "
@@ -521,15 +531,16 @@ class FedSSLStopGradient(StrategyComparison):
         subject = f"{self.framework.upper()} {column}: {self.without_row} vs random init"
         baseline = gate.baseline(without_sg)
         named = compared_cells(without_sg, baseline)
+        gated = (self.best_row,)
         blocked = gate.untestable({self.best_row: with_sg})
         if blocked:
-            return Finding(self.name, self.claim_works, subject, UNTESTABLE, None, blocked, cells=named)
+            return Finding(self.name, self.claim_works, subject, UNTESTABLE, None, blocked, cells=named, gated=gated)
         if baseline.empty:
             return Finding(self.name, self.claim_works, subject, UNTESTABLE, None, gate.check(without_sg).reason,
-                           cells=named)
+                           cells=named, gated=gated)
         diff, outcome = compare(without_sg, baseline, +1)
         return Finding(self.name, self.claim_works, subject, outcome, diff, f"{self.without_row} - random init",
-                       cells=named)
+                       cells=named, gated=gated)
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         return super().markdown(data, findings, ctx).replace(
@@ -540,7 +551,6 @@ class FedSSLStopGradient(StrategyComparison):
 class FedSSLEma(StrategyComparison):
     """Paper B's ablation: an EMA target network helps."""
 
-    gate_best_row_only = True
     note = ("Without EMA the target is the online network itself (`ema_target: false`, BYOL's tau = 0); "
             "paper B's code freezes the target instead (`momentum: 1.0` with the strategy's "
             "`first_round_target: online`).")

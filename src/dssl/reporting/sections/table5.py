@@ -71,22 +71,25 @@ class Table5(ReportSection):
             near_cell, far_cell = self._distances(ctx, near), self._distances(ctx, far)
             if near_cell.empty or far_cell.empty:
                 continue
-            blocked = self._gate(ctx, gate, (near, far))
+            blocked = self._gate(ctx, gate, (near, far))   # distances between models need both to have learned
+            gated = (near, far)
             named = f"weight distance: {self._cell(near)} vs {self._cell(far)}"
             for pair in dict.fromkeys(near_cell["pair"]):
                 subject = f"{pair}: {near} vs {far}"
                 if blocked:
-                    found.append(Finding(self.name, CLAIM, subject, UNTESTABLE, None, blocked, cells=named))
+                    found.append(Finding(self.name, CLAIM, subject, UNTESTABLE, None, blocked, cells=named,
+                                         gated=gated))
                     continue
                 by_seed = {label: dict(zip(c[c["pair"] == pair]["seed"], c[c["pair"] == pair]["distance"]))
                            for label, c in ((near, near_cell), (far, far_cell))}
                 unpaired = unpaired_seeds("the columns' distances", [by_seed[near], by_seed[far]])
                 if unpaired:
-                    found.append(Finding(self.name, CLAIM, subject, UNTESTABLE, None, unpaired, cells=named))
+                    found.append(Finding(self.name, CLAIM, subject, UNTESTABLE, None, unpaired, cells=named,
+                                         gated=gated))
                     continue
                 diff = paired_difference(by_seed[far], by_seed[near])
                 found.append(Finding(self.name, CLAIM, subject, verdict(diff, +1), diff, f"{far} - {near}",
-                                     unit="l2 distance", cells=named))
+                                     unit="l2 distance", cells=named, gated=gated))
         return found
 
     def _cell(self, label: str) -> str:
