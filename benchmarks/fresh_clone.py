@@ -34,7 +34,7 @@ from dssl.tracking.lineage import PINNED, hardware, hardware_label
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BUDGET_MINUTES = 30.0   # the embedded default's target since every table answers: set-up + run on a 2-core machine (README)
+BUDGET_MINUTES = 30.0   # the embedded default's target: set-up + run on a 2-core machine (README)
 
 
 def timed(command: str, cwd: Path, log: Path) -> float:
