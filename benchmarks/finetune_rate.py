@@ -67,16 +67,11 @@ def recipe(backbone: str, dataset: str, batch: int, option: str, device: str):
 
 
 def step_settings(option: str) -> dict:
-    """Step keys of an option name (``plain`` or flags joined by ``+``, as gpu_round's)."""
-    settings: dict = {"precision": "fp32", "channels_last": False, "compile": False}
-    for flag in filter(None, option.split("+")):
-        if flag == "bf16":
-            settings["precision"] = "bf16"
-        elif flag in ("channels_last", "compile"):
-            settings[flag] = True
-        elif flag != "plain":
-            raise SystemExit(f"unknown option {flag!r} in {option!r}; use plain, bf16, channels_last, compile")
-    return settings
+    """Step keys of an option name, parsed as gpu_round's (``plain`` or flags joined by ``+``), with every key
+    set: an evaluation config's own step options must not show through an option that does not name them."""
+    from gpu_round import step_settings as named_flags   # benchmarks/ is the script's folder
+
+    return {"precision": "fp32", "channels_last": False, "compile": False, **named_flags(option)}
 
 
 def backbone_overrides(backbone: str, size: int) -> dict:
