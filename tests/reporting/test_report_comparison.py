@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from dssl.config.checker import Checker
 from dssl.reporting.results import load_results
-from dssl.reporting.sections import ReportContext, create_section
+from dssl.reporting.sections import ReportContext, check_report_params, create_section
 from dssl.reporting.tables import load_paper_numbers
 
 from report_helpers import decl_result, result, write_results
@@ -319,3 +323,16 @@ def test_a_column_named_after_a_dataset_it_does_not_read_is_refused():
     relabelled = create_section("table8", {"model": "mae-vit", "rows": {"cosine_0.1_to_0.001": "fedmar"},
                                            "columns": {"digits": "fl-label"}})
     assert relabelled.label_problems("digits", ["digits", "cifar100"]) == []
+
+
+@pytest.mark.parametrize("name", ["params.yaml", "configs/ci.yaml", "configs/paper.yaml", "configs/paper_b.yaml",
+                                  "configs/paper_b_cifar100.yaml"])
+def test_every_section_a_params_file_lists_builds_from_its_options(name):
+    """Each comparison is a module of its own that the package imports to register it: a section a params file
+    lists (paper B's fedema_non_iid_level runs only at paper scale) must be known and build from its options."""
+    params = yaml.safe_load((Path(__file__).parents[2] / name).read_text())
+    sections = params["report"]["sections"]
+    checker = Checker(params, None)
+    check_report_params(checker)
+    assert [str(problem) for problem in checker.problems] == []
+    assert {type(create_section(section, options)).name for section, options in sections.items()} == set(sections)
