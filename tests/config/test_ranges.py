@@ -19,14 +19,19 @@ from dssl.config.methods import declared_methods, value_problem
 from dssl.config.params import read_params, validate
 from dssl.config.ranges import NumericOption, Range, declared_options, number_problem, range_in_source
 from dssl.config.strategies import declared_strategies
+from dssl.data.dataset_specs import DATASET_SPECS
+from dssl.data.partition_specs import PARTITION_SCHEMES, AugmentOptions, PartitionEntry
 from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig
+from dssl.topology.topology_specs import TOPOLOGY_SPECS, GraphEntry
 
 REPO = Path(__file__).resolve().parents[2]
+SPEC_CLASSES = sorted({spec.options for registry in (DATASET_SPECS, PARTITION_SCHEMES, TOPOLOGY_SPECS)
+                       for spec in registry.values()} | {PartitionEntry, AugmentOptions, GraphEntry},
+                      key=lambda cls: cls.__name__)
 OPTION_CLASSES = [option_classes.FLSchedule, option_classes.DecLSchedule, option_classes.CentralSchedule,
-                  option_classes.OptimizerRecipe, option_classes.PretrainOptions, option_classes.DatasetOptions,
-                  option_classes.PartitionOptions, option_classes.GraphOptions, option_classes.ImprovedGraphOptions,
+                  option_classes.OptimizerRecipe, option_classes.PretrainOptions, option_classes.ImprovedGraphOptions,
                   option_classes.TheoryOptions, option_classes.TheoryImprovementOptions,
-                  LinearProbeConfig, FewShotConfig, KnnConfig, FineTuneConfig]
+                  LinearProbeConfig, FewShotConfig, KnnConfig, FineTuneConfig, *SPEC_CLASSES]
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from dssl.cli import main
 from dssl.config.checker import ParamsError
 from dssl.config.params import load_params, read_params, validate
 from dssl.config.methods import declared_methods, value_problem
-from dssl.config.dataset_facts import DATASET_FACTS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -140,14 +139,6 @@ def test_unreadable_files(tmp_path: Path) -> None:
         load_params(broken)
     with pytest.raises(ParamsError, match="no such params file"):
         load_params(tmp_path / "missing.yaml")
-
-
-def test_dataset_facts_match_registry() -> None:
-    from dssl.data.datasets import DATASETS
-
-    assert set(DATASET_FACTS) == set(DATASETS)
-    for name, facts in DATASET_FACTS.items():
-        assert facts.get("image_size") == DATASETS[name].defaults.get("image_size") or not facts["needs_root"]
 
 
 def test_image_folder_decoded_at_another_size_than_pretraining(good: dict, tmp_path: Path) -> None:

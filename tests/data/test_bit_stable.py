@@ -154,9 +154,9 @@ def test_snapped_floor_is_a_floor_off_the_grid() -> None:
 def test_counts_from_written_fractions_are_exact() -> None:
     """Counts derived from a fraction in params.yaml use the decimal as written, not its float."""
     from dssl.data.splits import _test_count
-    from dssl.topology.graphs import _edge_count_for
+    from dssl.topology.topology_specs import edge_count_for
 
     assert 0.28 * 25 > 7 and _test_count(25, 0.28) == 7  # the float product is 7.000000000000001
     assert _test_count(1797, 0.25) == 450  # the CI/default digits split, as before
-    assert 10 * (4.1 - 1) / 2 < 15.5 and _edge_count_for(10, 4.1) == 16  # exactly 15.5: half to even
-    assert _edge_count_for(6, 3) == 6
+    assert 10 * (4.1 - 1) / 2 < 15.5 and edge_count_for(10, 4.1) == 16  # exactly 15.5: half to even
+    assert edge_count_for(6, 3) == 6

@@ -1,42 +1,30 @@
-"""What the validator knows of each dataset without importing the data code (which imports torch):
-class counts, training-split sizes, whether it needs a folder, and whether it will have a test split."""
+"""What the validator knows of each dataset without importing the data code (which imports torch), read from
+the datasets' specs (``dssl.data.dataset_specs``): training-split sizes and whether a test split will exist."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+from types import MappingProxyType
 
+from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
 from dssl.data.layouts import LayoutProblem, detect_layout  # standard library only
 
-
-# Facts the validator needs without importing the data code (which imports torch). A test keeps
-# these names equal to the dataset registry's keys.
-DATASET_FACTS = {
-    "digits": {"num_classes": 10, "train_size": None, "needs_root": False},
-    "digits_on_photos": {"num_classes": 10, "train_size": None, "needs_root": False},
-    "cifar10": {"num_classes": 10, "train_size": 50000, "needs_root": False},
-    "cifar100": {"num_classes": 100, "train_size": 50000, "needs_root": False},
-    # Mini-ImageNet pretrains on every image by default (test_fraction 0): a test split is optional.
-    "mini_imagenet": {"num_classes": 100, "train_size": None, "needs_root": True, "image_size": 84,
-                      "optional_test": True},
-    "imagenet": {"num_classes": 1000, "train_size": None, "needs_root": True, "image_size": 224},
-}
-DIGITS_SIZE = 1797  # scikit-learn's load_digits
+# Each dataset's class count, as ``dssl.planning`` reads it; a view of the specs, not a list of its own
+# (``DATASET_SPECS[name].num_classes`` is the declaration).
+DATASET_FACTS = MappingProxyType({name: MappingProxyType({"num_classes": spec.num_classes})
+                                  for name, spec in DATASET_SPECS.items()})
 
 
 def dataset_train_size(name: str, spec: dict) -> int | None:
     """Training-split size known without loading the data (None when it needs a folder scan)."""
-    if name in ("digits", "digits_on_photos"):
-        test_fraction = spec.get("test_fraction", 0.25)
-        copies = spec.get("composites_per_digit", 1) if name == "digits_on_photos" else 1
-        return (DIGITS_SIZE - math.ceil(test_fraction * DIGITS_SIZE)) * copies
-    return DATASET_FACTS[name]["train_size"]
+    return DATASET_SPECS[name].train_size(spec)
 
 
 def has_test_split(name: str, spec: dict, root: Path) -> bool:
-    """Whether the prepared dataset will have a test split: always, except Mini-ImageNet without
-    ``test_fraction`` unless its folder is a split of the images with a test/ folder."""
-    if not DATASET_FACTS[name].get("optional_test") or spec.get("test_fraction"):
+    """Whether the prepared dataset will have a test split: always, except a dataset whose test split is
+    optional (Mini-ImageNet) without ``test_fraction``, unless its folder is a split of the images with a
+    test/ folder."""
+    if not DATASET_SPECS[name].optional_test or not isinstance(spec, dict) or spec.get("test_fraction"):
         return True
     folder = Path(spec.get("root") or "")
     folder = folder if folder.is_absolute() else root / folder

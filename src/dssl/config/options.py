@@ -1,8 +1,9 @@
 """The numeric options of params sections that no torch-free class of their own declares, each with its
-range (``dssl.config.ranges``): training schedules and optimizer recipes, pretraining, partitions, graphs,
-improved graphs, and the theory model. The section validators take their keys and ranges from here;
-methods and strategies declare theirs in their constructors, evaluation protocols in
-``dssl.evaluation.configs``.
+range (``dssl.config.ranges``): training schedules and optimizer recipes, pretraining, improved graphs, and
+the theory model. The section validators take their keys and ranges from here; methods and strategies declare
+theirs in their constructors, evaluation protocols in ``dssl.evaluation.configs``, datasets, partition schemes
+and topologies in their specs (``dssl.data.dataset_specs``, ``dssl.data.partition_specs``,
+``dssl.topology.topology_specs``).
 
 Paper A: Chen et al., ICLR 2026 (https://openreview.net/forum?id=c3yt5VSZPQ); paper B: Zhuang et al.,
 ICLR 2022 (https://arxiv.org/abs/2204.04385). Upper bounds are far above either paper's scale: they catch
@@ -73,38 +74,6 @@ class PretrainOptions:
     224 for ImageNet; paper B: 32)."""
 
     image_size: Annotated[int, Range(8, 1024)]
-
-
-@dataclass(frozen=True)
-class DatasetOptions:
-    """``datasets.<name>``: what a dataset's preparation takes (each dataset accepts its own subset)."""
-
-    image_size: Annotated[int, Range(8, 1024)]
-    composites_per_digit: Annotated[int, Range(1, 1000)]
-    seed: Annotated[int, SEED]
-    split_seed: Annotated[int, SEED]
-
-
-@dataclass(frozen=True)
-class PartitionOptions:
-    """``partitions.<name>``. Paper A: 100 clients (20 for DecL), Dirichlet alpha 1 to 0.001 (1e5 = IID),
-    100 Sinkhorn iterations; paper B: 5 clients of 2 classes each (``k_classes``)."""
-
-    clients: Annotated[int, CLIENTS]
-    seed: Annotated[int, SEED]
-    alpha: Annotated[float, Range(0, low_open=True)]
-    sinkhorn_iters: Annotated[int, Range(1, 100_000)]
-    min_size: Annotated[int, Range(1, 10_000_000)]
-    classes_per_client: Annotated[int, Range(1, 100_000)]
-
-
-@dataclass(frozen=True)
-class GraphOptions:
-    """``graphs.<name>``: ``connectivity`` is the mean |A_i|, self included (paper A: 3, 5, 10 and 20 =
-    complete, on 20 clients); whether a graph of it exists on the partition's clients is checked apart."""
-
-    connectivity: Annotated[float, Range(1, CLIENTS.high)]
-    seed: Annotated[int, SEED]
 
 
 @dataclass(frozen=True)

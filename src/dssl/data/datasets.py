@@ -1,9 +1,10 @@
 """Datasets of the pipeline: the registry ``DATASETS`` and ``load_split``, the reader of a prepared split.
 
-The registry keys are the dataset names of ``params.yaml``. Each entry turns a spec into a prepared
-folder (the body of the ``prepare@<dataset>`` stage) and reports its training-split size without
-loading data, for parameter validation. The sources live beside it: ``dssl.data.digits``,
-``dssl.data.cifar`` and ``dssl.data.image_folders``; the folder they write is ``dssl.data.prepared_format``.
+The registry keys are the dataset names of ``params.yaml``, declared once with their options, defaults and
+facts in ``dssl.data.dataset_specs`` (``DATASET_SPECS``). Each entry here turns a spec into a prepared folder
+(the body of the ``prepare@<dataset>`` stage) and reports its split sizes without loading data. The sources
+live beside it (the module each spec names): ``dssl.data.digits``, ``dssl.data.cifar`` and
+``dssl.data.image_folders``; the folder they write is ``dssl.data.prepared_format``.
 
 Which data the papers use:
 - Paper A (FedMAR/DecMAR, ICLR 2026) pretrains on Mini-ImageNet and fine-tunes on CIFAR-10,
@@ -26,18 +27,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from dssl.artifacts import ArtifactError, read_json
+from dssl.data import digits
 from dssl.data.cifar import prepare_cifar
-from dssl.data.digits import (
-    DIGIT_VIEWS,
-    digits_on_photos_sizes,
-    digits_sizes,
-    prepare_digits,
-    prepare_digits_on_photos,
-)
+from dssl.data.dataset_specs import DATASET_SPECS, DatasetSpec
 from dssl.data.image_folders import folder_sizes, prepare_folder
 from dssl.data.imageset import DatasetError, ImageSet
 from dssl.data.prepared_format import array_split, memmap_split, write_json
 from dssl.data.splits import carved_sizes
+from dssl.registry import Registry
 
 __all__ = ["ArtifactError", "DATASETS", "DatasetEntry", "DatasetError", "ImageSet", "load_split"]
 
@@ -125,67 +122,52 @@ def load_split(prepared_dir: Path, split: str) -> ImageSet:
     raise ArtifactError(meta_path, f"unknown format {meta['format']!r} (expected 'arrays' or 'memmap')")
 
 
-MINI_IMAGENET_IMAGES = 60_000   # 100 classes x 600 (Vinyals et al. 2016)
-IMAGENET_IMAGES = {"train": 1_281_167, "test": 50_000}   # ILSVRC-2012 train and val
+def _shape(spec: DatasetSpec) -> Callable[[dict], tuple[int, int, int]]:
+    fixed = spec.image_shape
+    return (lambda options: fixed) if fixed is not None else (lambda options: (3, options["image_size"],
+                                                                                options["image_size"]))
 
 
-def _cifar_entry(name: str, title: str) -> DatasetEntry:
+def _digits_entry(spec: DatasetSpec) -> DatasetEntry:
+    """``digits`` and ``digits_on_photos``: ``digits.prepare_<name>`` builds, ``digits.<name>_sizes`` counts."""
     return DatasetEntry(
-        name=name,
-        description=f"{title} via torchvision (download with md5 check), 32x32 RGB; verify_md5: false reads "
-                    "a CIFAR-format python tarball that is not the official release (a subset)",
-        defaults={"root": f"data/raw/{name}", "verify_md5": True},
-        build=lambda spec, out: prepare_cifar(name, spec, out),
-        size_of_splits=lambda spec: {"train": 50000, "test": 10000},
-        prepared_shape=lambda spec: (3, 32, 32),
+        name=spec.name, description=spec.description, defaults=spec.defaults(),
+        build=getattr(digits, f"prepare_{spec.name}"), size_of_splits=getattr(digits, f"{spec.name}_sizes"),
+        prepared_shape=_shape(spec), view_hparams=digits.DIGIT_VIEWS,
     )
 
 
-def _folder_entry(name: str, description: str, defaults: dict,
-                  published: Callable[[dict], dict[str, int]]) -> DatasetEntry:
+def _cifar_entry(spec: DatasetSpec) -> DatasetEntry:
+    splits = dict(spec.published_splits or {})
     return DatasetEntry(
-        name=name,
-        description=description,
-        defaults=defaults,
-        build=lambda spec, out: prepare_folder(name, spec, out),
-        size_of_splits=lambda spec: folder_sizes(name, spec),
-        published_sizes=published,
+        name=spec.name, description=spec.description, defaults=spec.defaults(),
+        build=lambda options, out: prepare_cifar(spec.name, options, out),
+        size_of_splits=lambda options: dict(splits), prepared_shape=_shape(spec),
     )
 
 
-DATASETS: dict[str, DatasetEntry] = {
-    "digits": DatasetEntry(
-        name="digits",
-        description="scikit-learn handwritten digits, 8x8 grayscale, 10 classes (offline)",
-        defaults={"test_fraction": 0.25, "split_seed": 0},
-        build=prepare_digits,
-        size_of_splits=digits_sizes,
-        prepared_shape=lambda spec: (1, 8, 8),
-        view_hparams=DIGIT_VIEWS,
-    ),
-    "digits_on_photos": DatasetEntry(
-        name="digits_on_photos",
-        description="scikit-learn digits blended onto crops of its two colour photographs "
-                    "(Ganin et al. 2016's MNIST-M construction), RGB, 10 classes (offline)",
-        defaults={"image_size": 24, "composites_per_digit": 1, "test_fraction": 0.25, "split_seed": 0,
-                  "seed": 0},
-        build=prepare_digits_on_photos,
-        size_of_splits=digits_on_photos_sizes,
-        view_hparams=DIGIT_VIEWS,
-    ),
-    "cifar10": _cifar_entry("cifar10", "CIFAR-10"),
-    "cifar100": _cifar_entry("cifar100", "CIFAR-100"),
-    "mini_imagenet": _folder_entry(
-        "mini_imagenet",
-        "Mini-ImageNet (100 classes of 600 images) from a user-supplied image folder: the few-shot split as "
-        "distributed or one pooled folder (dssl.data.layouts); every image pretrains unless test_fraction > 0",
-        {"root": None, "image_size": 84, "test_fraction": 0.0, "split_seed": 0},
-        lambda spec: carved_sizes(MINI_IMAGENET_IMAGES, spec["test_fraction"]),
-    ),
-    "imagenet": _folder_entry(
-        "imagenet",
-        "ImageNet-1k from a user-supplied image folder (train/ and val/ by class)",
-        {"root": None, "image_size": 224},
-        lambda spec: dict(IMAGENET_IMAGES),
-    ),
+def _folder_entry(spec: DatasetSpec) -> DatasetEntry:
+    published = dict(spec.published_splits or {})
+
+    def published_sizes(options: dict) -> dict[str, int]:
+        if "test_fraction" in options:   # a pooled folder: the test split is carved from the published images
+            return carved_sizes(published["train"], options["test_fraction"])
+        return dict(published)
+
+    return DatasetEntry(
+        name=spec.name, description=spec.description, defaults=spec.defaults(),
+        build=lambda options, out: prepare_folder(spec.name, options, out),
+        size_of_splits=lambda options: folder_sizes(spec.name, options),
+        prepared_shape=_shape(spec), published_sizes=published_sizes,
+    )
+
+
+# The preparer of each source module a spec names.
+PREPARERS: dict[str, Callable[[DatasetSpec], DatasetEntry]] = {
+    "data.digits": _digits_entry,
+    "data.cifar": _cifar_entry,
+    "data.image_folders": _folder_entry,
 }
+DATASETS: Registry[DatasetEntry] = Registry("dataset")
+for _spec in DATASET_SPECS.values():
+    DATASETS.register(_spec.name)(PREPARERS[_spec.module](_spec))

@@ -1,6 +1,8 @@
-"""Client partitions of a training set (registry ``PARTITIONERS``), their files, statistics and figure.
+"""Client partitions of a training set, their files, statistics and figure.
 
-Schemes (spec keys besides ``scheme``, ``clients`` and the pipeline's ``dataset`` / ``seed``):
+The schemes are declared in ``dssl.data.partition_specs`` (registry ``PARTITION_SCHEMES``, re-exported here
+as ``PARTITIONERS``): each one's option keys, defaults and ranges, and the function of this module that
+splits. Schemes (spec keys besides ``scheme``, ``clients`` and the pipeline's ``dataset`` / ``seed``):
 
 - ``iid``: an even random split (client sizes within one; labels as the draw falls).
 - ``dirichlet_balanced`` [alpha, sinkhorn_iters, rounding]: paper A's label non-IID (FedMAR/DecMAR,
@@ -40,33 +42,28 @@ import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from dssl.artifacts import ArtifactError, read_json, require_file, stable_float, stable_floats
+from dssl.data.partition_specs import PARTITION_SCHEMES, AugmentOptions, DirichletBalancedOptions, PartitionEntry
+from dssl.specs import choices, option_defaults, option_keys
 
 # Keys every partition spec may carry that are not scheme options (the pipeline's bookkeeping).
-COMMON_KEYS = ("scheme", "clients", "dataset", "seed")
+COMMON_KEYS = option_keys(PartitionEntry)
 MIN_SIZE_MAX_DRAWS = 1000
 # Sample counts from real-valued shares are taken on a grid of 1 / SNAP_GRID samples (see
 # ``_snapped_floor``): far finer than a sample, far coarser than the ~1e-13 noise of exp/log.
 SNAP_GRID = 10**6
 IID_ALPHA = 1e5   # paper A's IID: "alpha = 1e5" of its balanced Dirichlet
-ROUNDINGS = ("largest_remainder", "floor")
+ROUNDINGS: tuple[str, ...] = choices(DirichletBalancedOptions, "rounding")
 
-# Paper A's released code (prepare_dataset.py, sampling="feature_skew"): per client
-# ColorJitter(brightness=0.5*u) with p=0.8, GaussianBlur(5, sigma=(0.1, 2.0)) with p=0.5,
-# RandomHorizontalFlip() (p=0.5). Only the brightness strength differs between clients.
-AUGMENT_DEFAULTS: dict[str, Any] = {
-    "brightness_max": 0.5,
-    "brightness_p": 0.8,
-    "blur_kernel": 5,
-    "blur_sigma": [0.1, 2.0],
-    "blur_p": 0.5,
-    "flip_p": 0.5,
-}
+# Paper A's released code's per-client augmentation ranges (``partition_specs.AugmentOptions``); only the
+# brightness strength differs between clients.
+AUGMENT_DEFAULTS: dict[str, Any] = option_defaults(AugmentOptions)
+PARTITIONERS = PARTITION_SCHEMES   # the registry of schemes, under the name this module has always used
 
 
 class PartitionError(ValueError):
@@ -95,39 +92,33 @@ class Partition:
 SchemeResult = tuple[list[np.ndarray], list[dict] | None, dict]
 
 
-@dataclass(frozen=True)
-class Partitioner:
-    """A scheme: its option keys with defaults (None = required) and the function that splits."""
-
-    name: str
-    options: Mapping[str, Any]
-    split: Callable[[np.ndarray, int, dict, np.random.Generator], SchemeResult]
-
-    def resolve(self, spec: Mapping[str, Any]) -> dict:
-        unknown = sorted(set(spec) - set(COMMON_KEYS) - set(self.options))
-        if unknown:
-            raise PartitionError(f"scheme '{self.name}': unknown key(s) {unknown}; "
-                                 f"accepted: {sorted(set(self.options) | {'clients'})}")
-        resolved = {**self.options, **{k: v for k, v in spec.items() if k in self.options}}
-        missing = sorted(k for k, v in resolved.items() if v is None)
-        if missing:
-            raise PartitionError(f"scheme '{self.name}': missing key(s) {missing}")
-        return resolved
+def resolve_options(scheme: str, spec: Mapping[str, Any]) -> dict:
+    """The options of ``scheme`` a partition spec sets, with the scheme's defaults filled in; an unknown or a
+    missing key is a ``PartitionError``."""
+    defaults = PARTITION_SCHEMES[scheme].defaults()
+    unknown = sorted(set(spec) - set(COMMON_KEYS) - set(defaults))
+    if unknown:
+        raise PartitionError(f"scheme '{scheme}': unknown key(s) {unknown}; "
+                             f"accepted: {sorted(set(defaults) | {'clients'})}")
+    resolved = {**defaults, **{k: v for k, v in spec.items() if k in defaults}}
+    missing = sorted(k for k, v in resolved.items() if v is None)
+    if missing:
+        raise PartitionError(f"scheme '{scheme}': missing key(s) {missing}")
+    return resolved
 
 
 def create_partition(labels: np.ndarray, spec: Mapping[str, Any], seed: int) -> Partition:
     """Split the samples with ``labels`` among ``spec['clients']`` clients by ``spec['scheme']``."""
     labels = np.asarray(labels, dtype=np.int64)
     scheme = spec.get("scheme")
-    if scheme not in PARTITIONERS:
-        raise PartitionError(f"unknown scheme {scheme!r}; one of: {sorted(PARTITIONERS)}")
-    entry = PARTITIONERS[scheme]
-    options = entry.resolve(spec)
+    if scheme not in PARTITION_SCHEMES:
+        raise PartitionError(f"unknown scheme {scheme!r}; one of: {PARTITION_SCHEMES.names()}")
+    options = resolve_options(scheme, spec)
     clients = int(spec.get("clients", 0))
     if not 1 <= clients <= len(labels):
         raise PartitionError(f"'clients' must be between 1 and the {len(labels)} samples, got {clients}")
     rng = np.random.default_rng(seed)
-    parts, augment, meta = entry.split(labels, clients, options, rng)
+    parts, augment, meta = PARTITION_SCHEMES[scheme].split()(labels, clients, options, rng)
     indices = [np.sort(np.asarray(part, dtype=np.int64)) for part in parts]
     meta = {"unassigned": int(len(labels) - sum(len(p) for p in indices)), **meta}
     return Partition(indices, augment, scheme, meta, {**dict(spec), **options}, int(seed))
@@ -182,7 +173,7 @@ def _alpha(options: dict) -> float:
 # --- schemes --------------------------------------------------------------------------------------
 
 
-def _iid(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
+def split_iid(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
     return _even_split(rng, len(labels), clients), None, {}
 
 
@@ -220,7 +211,7 @@ def balance_shares(log_shares: np.ndarray, class_counts: np.ndarray,
     return np.exp(log_m), rounds
 
 
-def _dirichlet_balanced(labels: np.ndarray, clients: int, options: dict,
+def split_dirichlet_balanced(labels: np.ndarray, clients: int, options: dict,
                         rng: np.random.Generator) -> SchemeResult:
     members = _class_members(labels)
     counts = np.asarray([len(m) for m in members], dtype=np.float64)
@@ -319,7 +310,7 @@ def _trim(floors: np.ndarray, remainders: np.ndarray, limits: np.ndarray, axis: 
                 break
 
 
-def _dirichlet_min_size(labels: np.ndarray, clients: int, options: dict,
+def split_dirichlet_min_size(labels: np.ndarray, clients: int, options: dict,
                         rng: np.random.Generator) -> SchemeResult:
     alpha, min_size = _alpha(options), int(options["min_size"])
     n = len(labels)
@@ -355,7 +346,7 @@ def _min_size_draw(members: list[np.ndarray], n: int, clients: int, alpha: float
     return [np.concatenate(p) for p in parts]
 
 
-def _k_classes(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
+def split_k_classes(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
     members = _class_members(labels)
     num_classes, per_client = len(members), int(options["classes_per_client"])
     if not 1 <= per_client <= num_classes:
@@ -389,7 +380,7 @@ def resolve_augment(augment: Mapping[str, Any] | None) -> dict:
     return {**AUGMENT_DEFAULTS, **augment}
 
 
-def _feature(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
+def split_feature(labels: np.ndarray, clients: int, options: dict, rng: np.random.Generator) -> SchemeResult:
     ranges = resolve_augment(options["augment"])
     parts = _even_split(rng, len(labels), clients)
     strengths = rng.random(clients)  # u_i ~ U(0, 1), drawn once per client
@@ -405,18 +396,6 @@ def _feature(labels: np.ndarray, clients: int, options: dict, rng: np.random.Gen
         for u in strengths
     ]
     return parts, augment, {}
-
-
-PARTITIONERS: dict[str, Partitioner] = {
-    "iid": Partitioner("iid", {}, _iid),
-    "dirichlet_balanced": Partitioner("dirichlet_balanced",
-                                      {"alpha": None, "sinkhorn_iters": 10000, "rounding": ROUNDINGS[0]},
-                                      _dirichlet_balanced),
-    "dirichlet_min_size": Partitioner("dirichlet_min_size", {"alpha": None, "min_size": 10},
-                                      _dirichlet_min_size),
-    "k_classes": Partitioner("k_classes", {"classes_per_client": None}, _k_classes),
-    "feature": Partitioner("feature", {"augment": {}}, _feature),
-}
 
 
 # --- files ----------------------------------------------------------------------------------------

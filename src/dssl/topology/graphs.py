@@ -3,7 +3,8 @@
 Paper A counts the *closed* neighbourhood: |A_i| = 1 + deg(i), so 2 <= |A_i| <= N, and the average
 connectivity is |A| = mean_i |A_i|. Federated learning equals the complete graph (|A_i| = N).
 
-Topologies (registry ``TOPOLOGIES``, keyed by the names used in params.yaml):
+Topologies (declared in ``dssl.topology.topology_specs``, registry ``TOPOLOGY_SPECS``, re-exported here as
+``TOPOLOGIES``; keyed by the names used in params.yaml; each drawn by a function of this module):
 - ``uniform``: every client has the same |A_i| -- a random regular graph of degree |A| - 1.
 - ``general``: degrees vary -- Erdos-Renyi G(N, M) with M = round(N (|A| - 1) / 2) edges, so the
   mean |A| is hit within 1/N.
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -30,6 +30,9 @@ import numpy as np
 
 from dssl.artifacts import ArtifactError, read_json, stable_float, stable_floats
 from dssl.topology.mixing import distance_to_uniform
+from dssl.topology.topology_specs import TOPOLOGY_SPECS, check_request, edge_count_for
+
+TOPOLOGIES = TOPOLOGY_SPECS   # the registry of topologies, under the name this module has always used
 
 MAX_RESAMPLES = 1000
 # Significant digits written to graph.json. Mixing weights are exact quotients of small integers
@@ -69,13 +72,6 @@ class Graph:
         return [(int(i), int(j)) for i, j in zip(rows, cols)]
 
 
-def _edge_count_for(num_clients: int, connectivity: float) -> int:
-    """round(N (|A| - 1) / 2) (half to even) in exact arithmetic on |A| as written (2.3 is 23/10):
-    the float product can fall a hair below or above a half and tip the count."""
-    exact = Fraction(repr(float(connectivity)))
-    return round(num_clients * (exact - 1) / 2)
-
-
 def _from_networkx(nx_graph, num_clients: int) -> np.ndarray:
     adjacency = np.zeros((num_clients, num_clients), dtype=bool)
     for i, j in nx_graph.edges():
@@ -109,44 +105,12 @@ def _sample_connected(draw: Callable[[int], np.ndarray], seed: int, what: str) -
     )
 
 
-def check_request(topology: str, num_clients: int, connectivity: float) -> list[str]:
-    """Problems that make a graph request impossible, as messages (empty when feasible)."""
-    if topology not in TOPOLOGIES:
-        return [f"unknown topology {topology!r}; known: {sorted(TOPOLOGIES)}"]
-    if topology == "complete":
-        return []
-    problems = []
-    if not 2 <= connectivity <= num_clients:
-        problems.append(
-            f"connectivity {connectivity} is outside 2..N = 2..{num_clients} "
-            "(|A_i| counts the client itself)"
-        )
-        return problems
-    if topology == "uniform":
-        degree = connectivity - 1
-        if degree != int(degree):
-            problems.append(f"uniform topology needs an integer connectivity, got {connectivity}")
-        elif (num_clients * int(degree)) % 2:
-            problems.append(
-                f"no regular graph of degree {int(degree)} on {num_clients} clients exists "
-                "(N * (connectivity - 1) must be even)"
-            )
-        elif degree == 1 and num_clients > 2:
-            problems.append("connectivity 2 with more than 2 clients is a perfect matching, never connected")
-    if topology == "general" and _edge_count_for(num_clients, connectivity) < num_clients - 1:
-        minimum = 1 + 2 * (num_clients - 1) / num_clients
-        problems.append(
-            f"a connected graph on {num_clients} clients needs connectivity >= {minimum:.2f}"
-        )
-    return problems
-
-
-def _uniform(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
+def draw_uniform(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
     import networkx as nx
 
     degree = int(connectivity) - 1
     if degree == num_clients - 1:
-        return _complete(num_clients, connectivity, seed)
+        return draw_complete(num_clients, connectivity, seed)
     return _sample_connected(
         lambda s: _from_networkx(nx.random_regular_graph(degree, num_clients, seed=s), num_clients),
         seed,
@@ -154,10 +118,10 @@ def _uniform(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
     )
 
 
-def _general(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
+def draw_general(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
     import networkx as nx
 
-    edges = _edge_count_for(num_clients, connectivity)
+    edges = edge_count_for(num_clients, connectivity)
     return _sample_connected(
         lambda s: _from_networkx(nx.gnm_random_graph(num_clients, edges, seed=s), num_clients),
         seed,
@@ -165,15 +129,8 @@ def _general(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
     )
 
 
-def _complete(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
+def draw_complete(num_clients: int, connectivity: float, seed: int) -> np.ndarray:
     return ~np.eye(num_clients, dtype=bool)
-
-
-TOPOLOGIES: dict[str, Callable[[int, float, int], np.ndarray]] = {
-    "uniform": _uniform,
-    "general": _general,
-    "complete": _complete,
-}
 
 
 def create_graph(spec: dict, num_clients: int, seed: int) -> Graph:
@@ -183,7 +140,7 @@ def create_graph(spec: dict, num_clients: int, seed: int) -> Graph:
     problems = check_request(topology, num_clients, connectivity)
     if problems:
         raise GraphError("; ".join(problems))
-    adjacency = TOPOLOGIES[topology](num_clients, connectivity, seed)
+    adjacency = TOPOLOGY_SPECS[topology].draw()(num_clients, connectivity, seed)
     return Graph(adjacency, topology, connectivity, seed, dict(spec))
 
 

@@ -1,45 +1,30 @@
-"""``datasets``: the known datasets, each with its own keys, and an image folder's layout."""
+"""``datasets``: the known datasets, each with the options its spec declares (``dssl.data.dataset_specs``), and
+an image folder's layout."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from dssl.config.checker import Checker
-from dssl.config.dataset_facts import DATASET_FACTS
-from dssl.config.options import DatasetOptions
+from dssl.config.sections.spec_options import check_options, check_unknown
+from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
 from dssl.data.layouts import LayoutProblem, detect_layout, layout_help  # standard library only
 
 
-DATASET_KEYS = {
-    "digits": {"test_fraction", "split_seed"},
-    # split_seed: the train/test split of the source digits; seed: the photograph crops alone
-    "digits_on_photos": {"image_size", "composites_per_digit", "test_fraction", "split_seed", "seed"},
-    # verify_md5: false reads a CIFAR-format tarball that is not the official release (a subset)
-    "cifar10": {"root", "verify_md5"},
-    "cifar100": {"root", "verify_md5"},
-    "mini_imagenet": {"root", "image_size", "test_fraction", "split_seed"},
-    "imagenet": {"root", "image_size"},
-}
-
-
 def check_datasets(c: Checker) -> None:
+    """Each dataset: a known name with the keys its spec declares, and the folder of one that needs it."""
     for name, spec in c.section("datasets").items():
         path = f"datasets.{name}"
-        if name not in DATASET_FACTS:
-            c.add(path, "unknown dataset", f"one of: {', '.join(sorted(DATASET_FACTS))}")
+        if name not in DATASET_SPECS:
+            c.add(path, "unknown dataset", f"one of: {', '.join(DATASET_SPECS.names())}")
             continue
         spec = c.mapping(spec if spec is not None else {}, path)
         if spec is None:
             continue
-        c.unknown_keys(spec, DATASET_KEYS[name], path)
-        if "test_fraction" in spec:
-            optional = DATASET_FACTS[name].get("optional_test", False)
-            c.number(spec, "test_fraction", path, low=0, high=0.9, low_open=not optional)
-        for key in ("image_size", "composites_per_digit", "seed", "split_seed"):
-            c.declared(spec, key, path, DatasetOptions)
-        if "verify_md5" in spec and not isinstance(spec["verify_md5"], bool):
-            c.add(f"{path}.verify_md5", f"must be true or false, got {spec['verify_md5']!r}")
-        if DATASET_FACTS[name]["needs_root"]:
+        dataset = DATASET_SPECS[name]
+        check_unknown(c, spec, path, dataset.options)
+        good = check_options(c, spec, path, dataset.options)
+        if dataset.needs_root and (good.get("root") is not None or spec.get("root") is None):
             _check_root(c, spec, path, name)
 
 

@@ -4,7 +4,8 @@ each protocol's config, its overrides and their ranges."""
 from __future__ import annotations
 
 from dssl.config.checker import Checker
-from dssl.config.dataset_facts import DATASET_FACTS, has_test_split
+from dssl.config.dataset_facts import has_test_split
+from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
 from dssl.config.lookups import backbone_families
 from dssl.config.ranges import declared_options
 from dssl.config.sections.names import _name_list
@@ -56,7 +57,7 @@ def check_evaluate(c: Checker) -> None:
 def _downstream_datasets(c: Checker, entry: dict, path: str, datasets: dict) -> None:
     """``<path>.datasets``: defined datasets that have a test split to score on."""
     for name in _name_list(c, entry, "datasets", datasets, path, "datasets"):
-        if name in DATASET_FACTS and not has_test_split(name, datasets.get(name) or {}, c.root):
+        if name in DATASET_SPECS and not has_test_split(name, datasets.get(name) or {}, c.root):
             c.add(f"{path}.datasets", f"{name} has no test split: every image pretrains (test_fraction 0)",
                   f"set datasets.{name}.test_fraction (e.g. 0.2) to carve one, or evaluate on another dataset")
 

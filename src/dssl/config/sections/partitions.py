@@ -1,64 +1,44 @@
-"""``partitions``: a scheme with its own keys, over a defined dataset, with no more clients than samples."""
+"""``partitions``: a scheme with the options its spec declares (``dssl.data.partition_specs``), over a defined
+dataset, with no more clients than samples."""
 
 from __future__ import annotations
 
 from dssl.config.checker import Checker
-from dssl.config.dataset_facts import DATASET_FACTS, dataset_train_size
-from dssl.config.options import PartitionOptions
-
-
-COMMON_PARTITION_KEYS = {"dataset", "scheme", "clients", "seed"}
-PARTITION_SCHEME_KEYS = {
-    "iid": set(),
-    "dirichlet_balanced": {"alpha", "sinkhorn_iters", "rounding"},
-    "dirichlet_min_size": {"alpha", "min_size"},
-    "k_classes": {"classes_per_client"},
-    "feature": {"augment"},
-}
+from dssl.config.dataset_facts import dataset_train_size
+from dssl.config.sections.spec_options import check_options, check_unknown
+from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
+from dssl.data.partition_specs import PARTITION_SCHEMES, PartitionEntry  # standard library only
 
 
 def check_partitions(c: Checker) -> None:
+    """Each partition: a known scheme with the keys its spec declares, a defined dataset with enough training
+    samples for its clients, and no more classes per client than the dataset has."""
     datasets = c.params.get("datasets") or {}
     for name, path, spec in c.entries("partitions"):
-        scheme = c.choice(spec, "scheme", PARTITION_SCHEME_KEYS, path)
-        if scheme is not None:
-            c.unknown_keys(spec, COMMON_PARTITION_KEYS | PARTITION_SCHEME_KEYS[scheme], path)
+        scheme = c.choice(spec, "scheme", PARTITION_SCHEMES.names(), path)
+        options = PARTITION_SCHEMES[scheme].options if scheme is not None else None
+        if options is not None:
+            check_unknown(c, spec, path, PartitionEntry, options)
         dataset = c.name_of(spec, "dataset", datasets, path, "datasets")
-        clients = c.declared(spec, "clients", path, PartitionOptions, required=True)
-        c.declared(spec, "seed", path, PartitionOptions, required=True)
-        if dataset in DATASET_FACTS and clients is not None:
-            size = dataset_train_size(dataset, datasets.get(dataset) or {})
-            if size is not None and clients > size:
-                c.add(f"{path}.clients", f"{clients} clients but {dataset} has only {size} training samples",
-                      "use fewer clients")
-        if scheme in ("dirichlet_balanced", "dirichlet_min_size"):
-            c.declared(spec, "alpha", path, PartitionOptions, required=True,
-                       hint="Dirichlet concentration > 0; 1e5 ~ IID")
-        if scheme == "dirichlet_balanced":
-            c.declared(spec, "sinkhorn_iters", path, PartitionOptions)
-        if scheme == "dirichlet_balanced" and "rounding" in spec:
-            from dssl.data.partition import ROUNDINGS
-
-            c.choice(spec, "rounding", ROUNDINGS, path)
-        if scheme == "dirichlet_min_size":
-            c.declared(spec, "min_size", path, PartitionOptions)
-        if scheme == "k_classes":
-            _check_k_classes(c, spec, path, dataset)
-        if scheme == "feature" and "augment" in spec:
-            _check_augment(c, spec["augment"], f"{path}.augment")
+        entry = check_options(c, spec, path, PartitionEntry, skip=("dataset", "scheme"))
+        _check_client_count(c, entry.get("clients"), dataset, datasets, path)
+        if options is None:
+            continue
+        chosen = check_options(c, spec, path, options)
+        if "classes_per_client" in chosen and dataset in DATASET_SPECS:
+            _check_classes(c, chosen["classes_per_client"], dataset, path)
 
 
-def _check_augment(c: Checker, augment: object, path: str) -> None:
-    if c.mapping(augment, path) is None:
+def _check_client_count(c: Checker, clients: int | None, dataset: str | None, datasets: dict, path: str) -> None:
+    if dataset not in DATASET_SPECS or clients is None or not isinstance(datasets, dict):
         return
-    from dssl.data.partition import AUGMENT_DEFAULTS
+    size = dataset_train_size(dataset, datasets.get(dataset) or {})
+    if size is not None and clients > size:
+        c.add(f"{path}.clients", f"{clients} clients but {dataset} has only {size} training samples",
+              "use fewer clients")
 
-    c.unknown_keys(augment, AUGMENT_DEFAULTS, path)
 
-
-def _check_k_classes(c: Checker, spec: dict, path: str, dataset: str | None) -> None:
-    per_client = c.declared(spec, "classes_per_client", path, PartitionOptions, required=True)
-    if per_client is not None and dataset in DATASET_FACTS:
-        num_classes = DATASET_FACTS[dataset]["num_classes"]
-        if per_client > num_classes:
-            c.add(f"{path}.classes_per_client", f"{per_client} > the {num_classes} classes of {dataset}")
+def _check_classes(c: Checker, per_client: int, dataset: str, path: str) -> None:
+    num_classes = DATASET_SPECS[dataset].num_classes
+    if per_client > num_classes:
+        c.add(f"{path}.classes_per_client", f"{per_client} > the {num_classes} classes of {dataset}")

@@ -4,7 +4,7 @@ schedule and grids of defined models x partitions (FL, stand-alone) or graphs (D
 from __future__ import annotations
 
 from dssl.config.checker import Checker
-from dssl.config.dataset_facts import DATASET_FACTS
+from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
 from dssl.config.lookups import graph_partition
 from dssl.config.options import PretrainOptions
 from dssl.config.sections.names import _name_list
@@ -77,10 +77,11 @@ def _check_decoded_size(c: Checker, pretrain: dict) -> None:
     """An image folder is decoded once, at its ``image_size``, by the prepare stage; pretraining at
     another size would resize every batch again, the per-epoch image work the prepared array avoids."""
     dataset, size = pretrain.get("dataset"), pretrain.get("image_size")
-    if "image_size" not in DATASET_FACTS.get(dataset, {}) or not isinstance(size, int):
+    if not isinstance(dataset, str) or dataset not in DATASET_SPECS or not DATASET_SPECS[dataset].needs_root \
+            or not isinstance(size, int):
         return
     spec = (c.params.get("datasets") or {}).get(dataset) or {}
-    decoded = spec.get("image_size", DATASET_FACTS[dataset]["image_size"])
+    decoded = spec.get("image_size", DATASET_SPECS[dataset].defaults()["image_size"])
     if decoded != size:
         c.add("pretrain.image_size", f"{size} px, but datasets.{dataset}.image_size decodes {dataset} at "
               f"{decoded} px", f"set datasets.{dataset}.image_size to {size}, so the prepared array holds "
