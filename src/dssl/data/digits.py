@@ -17,9 +17,9 @@ import numpy as np
 from dssl.data import photo_digits
 from dssl.data.imageset import DatasetError, save_arrays
 from dssl.data.prepared_format import array_meta, save_splits
+from dssl.data.dataset_specs import DIGITS_IMAGES
 from dssl.data.splits import carved_sizes, stratified_split
 
-DIGITS_SIZE = 1797  # images in scikit-learn's load_digits
 DIGIT_VIEWS = {"flip_p": 0.0}  # see dssl.data.datasets.DatasetEntry.view_hparams
 
 
@@ -55,7 +55,7 @@ def prepare_digits(spec: dict, out_dir: Path) -> dict:
 
 def digits_sizes(spec: dict) -> dict[str, int]:
     """Images per split of ``digits``, known without loading them."""
-    return carved_sizes(DIGITS_SIZE, spec["test_fraction"])
+    return carved_sizes(DIGITS_IMAGES, spec["test_fraction"])
 
 
 def _check_photo_spec(spec: dict, photos: photo_digits.Photos) -> None:
@@ -127,5 +127,5 @@ def _composition_meta(spec: dict, photos: photo_digits.Photos) -> dict:
 
 def digits_on_photos_sizes(spec: dict) -> dict[str, int]:
     """Images per split of ``digits_on_photos``, known without building them."""
-    sizes = carved_sizes(DIGITS_SIZE, spec["test_fraction"])
+    sizes = carved_sizes(DIGITS_IMAGES, spec["test_fraction"])
     return {**sizes, "train": sizes["train"] * spec["composites_per_digit"]}  # test: one composite per digit
