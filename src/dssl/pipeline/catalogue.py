@@ -125,9 +125,9 @@ def _section(params: dict, *path: str):
 
 def _family(params: dict, model: str) -> str:
     """The backbone family of a model: which ``pretrain.optimizers`` entry its training reads."""
-    from dssl.config.lookups import backbone_family
+    from dssl.config.study import ModelSpec
 
-    return backbone_family(params["models"][model]["backbone"])
+    return ModelSpec.from_params(params, model).family
 
 
 def _model_code(params: dict, model: str) -> Fields:
@@ -144,19 +144,21 @@ def _strategy_code(params: dict, entry: str) -> Fields:
     """The code a ``strategies:`` entry runs, as a component after ``strategy/``: its registry name (``t2-fedu``
     -> ``fedu``) and the registry entries its options name, defaults included (``fedmar+alignment/a_mmd``)."""
     from dssl.config.strategies import declared_strategies
+    from dssl.config.study import StrategyEntry
 
-    spec = params["strategies"][entry]
-    declared = declared_strategies().get(spec["name"])
-    options = declared.resolved(spec) if declared is not None else {}
+    spec = StrategyEntry.from_params(params, entry)
+    declared = declared_strategies().get(spec.registry)
+    options = declared.resolved(dict(spec.options)) if declared is not None else {}
     named = [f"{option}/{options[option]}" for option in REGISTRY_OPTIONS if options.get(option) is not None]
-    return {"strategy_code": "+".join([spec["name"], *named])}
+    return {"strategy_code": "+".join([spec.registry, *named])}
 
 
 def _mixing_rule(params: dict, entry: str) -> Fields:
     """The mixing rule a DecL cell's strategy entry averages with (``dssl.topology.mixing``)."""
+    from dssl.config.study import StrategyEntry
     from dssl.topology.mixing import DEFAULT_RULE
 
-    return {"mixing": params["strategies"][entry].get("mixing", DEFAULT_RULE)}
+    return {"mixing": StrategyEntry.from_params(params, entry).round_options.get("mixing", DEFAULT_RULE)}
 
 
 def _fl_cells(params: dict) -> list[Fields]:

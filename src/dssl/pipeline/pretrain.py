@@ -27,9 +27,10 @@ import shutil
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any, Mapping
 
 from dssl.config.grids import cell_seeds
-from dssl.config.lookups import backbone_family
+from dssl.config.study import StrategyEntry, Study, thawed
 from dssl.pipeline.common import Stage, StageError, atomic_dir
 from dssl.pipeline.layout import (CHECKPOINTS, SINGLE_CLIENT_STRATEGY, cell_path, client_dir, graph_file, model_dir,
                                   partition_dir, prepared_dir, seed_dir)
@@ -46,10 +47,10 @@ def build_method(params: dict, model: str, seed: int, device: str = "cpu"):
 
     from dssl.methods import create_method
 
-    spec = params["models"][model]
+    spec = Study.from_params(params).models[model]
     train = load_pretrain_set(params)
     torch.manual_seed(seed)
-    method = create_method(spec["method"], spec["backbone"], params["pretrain"]["image_size"], train.image_shape[0],
+    method = create_method(spec.method, spec.backbone, params["pretrain"]["image_size"], train.image_shape[0],
                            **method_hparams(params, model))
     return method.to(device), train
 
@@ -59,7 +60,8 @@ def method_hparams(params: dict, model: str) -> dict:
     (``DatasetEntry.view_hparams``: no horizontal flips for digits), overridden by the model's own ``hparams``."""
     from dssl.data.datasets import DATASETS
 
-    return {**DATASETS[params["pretrain"]["dataset"]].view_hparams, **(params["models"][model].get("hparams") or {})}
+    study = Study.from_params(params)
+    return {**DATASETS[study.dataset].view_hparams, **thawed(study.models[model].hparams)}
 
 
 def load_pretrain_set(params: dict):
@@ -72,12 +74,8 @@ def load_pretrain_set(params: dict):
 
 def optimizer_config(params: dict, model: str, strategy: str | None = None) -> dict:
     """The optimizer recipe of a model's backbone family (``pretrain.optimizers``), or the one the strategy
-    entry's ``train.optimizer`` gives its cells (a baseline trained with its authors' recipe)."""
-    entry_recipe = ((params["strategies"][strategy].get("train") or {}).get("optimizer") if strategy else None)
-    if entry_recipe is not None:
-        return dict(entry_recipe)
-    family = backbone_family(params["models"][model]["backbone"])
-    return dict(params["pretrain"]["optimizers"][family])
+    entry's ``train.optimizer`` gives its cells (a baseline trained with its authors' recipe): ``Study.optimizer``."""
+    return thawed(Study.from_params(params).optimizer(model, strategy))
 
 
 @dataclass(frozen=True)
@@ -188,32 +186,30 @@ def _run_cell(stage: Stage, cell: Cell, train, tasks: list[Task] | None = None) 
     return out
 
 
-ENTRY_KEYS = ("name", "mixing", "order", "train")   # keys of a strategies entry that are not strategy options
-
-
-def build_strategy(spec: dict):
-    """The strategy of a ``strategies`` entry (name + its own options), and the DecL round's keys of
-    the entry (``mixing``, ``order``) apart."""
+def build_strategy(entry: StrategyEntry | Mapping[str, Any]):
+    """The strategy of a ``strategies`` entry (its registry name + its own options: ``StrategyEntry``), and
+    the DecL round's keys of the entry (``mixing``, ``order``) apart. ``entry`` may be the entry's params
+    mapping as it stands in ``strategies``."""
     from dssl.federation import create_strategy
 
-    options = {k: v for k, v in spec.items() if k not in ENTRY_KEYS}
-    return create_strategy(spec["name"], **options), {k: spec[k] for k in ("mixing", "order") if k in spec}
+    if not isinstance(entry, StrategyEntry):
+        entry = StrategyEntry.from_spec(str(entry["name"]), entry)
+    return create_strategy(entry.registry, **thawed(entry.options)), dict(entry.round_options)
 
 
 def train_schedule(params: dict, framework: str, strategy: str | None = None) -> dict:
     """The framework's training schedule (``pretrain.<framework>.train``) with the strategy entry's own
     ``train`` overrides: a grid that needs another schedule (paper A's Table 2 trains 200 rounds of 10
-    local epochs) names an entry that says so, and the entry, part of the stage name, carries it."""
-    override = params["strategies"][strategy].get("train") if strategy else None
-    return {**params["pretrain"][framework]["train"], **(override or {})}
+    local epochs) names an entry that says so, and the entry, part of the stage name, carries it:
+    ``Study.schedule``, as a plain dict."""
+    return thawed(Study.from_params(params).schedule(framework, strategy))
 
 
 def schedule_device(params: dict, framework: str, strategy: str | None = None) -> str:
     """The device of a training section (resolved now: a missing GPU stops the stage here)."""
-    override = (params["strategies"][strategy].get("train") or {}) if strategy else {}
-    where = (f"strategies.{strategy}.train.device" if "device" in override
-             else f"pretrain.{framework}.train.device")
-    return str(stage_device({where: train_schedule(params, framework, strategy).get("device", "auto")}))
+    study = Study.from_params(params)
+    where = study.schedule_key(framework, "device", strategy)
+    return str(stage_device({where: study.schedule(framework, strategy).get("device", "auto")}))
 
 
 def simulator_config(schedule: dict) -> dict:
@@ -249,7 +245,7 @@ def _fl_seed(cell: Cell, params: dict, seed: int):
     config = FLConfig.from_dict({**simulator_config(train_schedule(params, "fl", cell.strategy)), "seed": seed,
                                  "optimizer": optimizer_config(params, cell.model, cell.strategy),
                                  "checkpoint_every": interval.every_rounds})
-    strategy, _ = build_strategy(params["strategies"][cell.strategy])
+    strategy, _ = build_strategy(StrategyEntry.from_params(params, cell.strategy))
     simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                             run_config={**cell.read, "seed": seed}, on_mismatch="restart",
                             client_workers=client_worker_count(), client_states=client_state_storage(),
@@ -283,7 +279,7 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     clients = clients_from_partition(train_set, partition)
     adjacency = load_graph(graph_file(cell.place))[0].adjacency
     sizes = np.array([len(i) for i in partition.client_indices])
-    strategy, round_options = build_strategy(params["strategies"][cell.strategy])
+    strategy, round_options = build_strategy(StrategyEntry.from_params(params, cell.strategy))
     rule = round_options.pop("mixing", DEFAULT_RULE)
     mixing = mixing_matrix(adjacency, rule, sizes)
     interval = checkpoint_interval(params)
@@ -342,7 +338,7 @@ def _central_seed(cell: Cell, params: dict, seed: int):
 
     method, train_set = build_method(params, cell.model, seed, cell.device)
     pooled = ClientData(train_set, np.arange(len(train_set), dtype=np.int64))
-    result = train_alone(method, pooled, params["pretrain"]["central"]["train"], seed,
+    result = train_alone(method, pooled, train_schedule(params, "central"), seed,
                          optimizer_config(params, cell.model), CHECKPOINTS / cell.stage / seed_dir(seed),
                          {**cell.read, "seed": seed}, checkpoint_interval(params))
     return method, result, {}
@@ -378,7 +374,7 @@ def _local_client(cell: Cell, params: dict, out: Path, task: Task) -> SeedMetric
 
     method, train_set = build_method(params, cell.model, task.seed, cell.device)
     data = clients_from_partition(train_set, load_partition(partition_dir(cell.place)))[task.client]
-    result = train_alone(method, data, params["pretrain"]["local"]["train"], task.seed,
+    result = train_alone(method, data, train_schedule(params, "local"), task.seed,
                          optimizer_config(params, cell.model), CHECKPOINTS / cell.stage / task.folder,
                          {**cell.read, "seed": task.seed, "client": task.client}, checkpoint_interval(params))
     return _save_seed(out / task.folder, cell, task.seed, method, result, {"client": task.client})
@@ -407,7 +403,7 @@ def graph_spec(params: dict, graph: str) -> dict:
 def _params_read(params: dict, model: str, framework: dict, seeds: list[int], **extra: dict) -> dict:
     """Exactly the params a pretraining stage reads (what DVC tracks for it and MLflow logs)."""
     pretrain = params["pretrain"]
-    family = backbone_family(params["models"][model]["backbone"])
+    family = Study.from_params(params).models[model].family
     read = {
         "models": {model: params["models"][model]},
         "pretrain": {"dataset": pretrain["dataset"], "image_size": pretrain["image_size"],

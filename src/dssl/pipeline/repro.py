@@ -39,6 +39,7 @@ from queue import Queue
 from typing import Mapping
 
 from dssl.config.grids import seeds_at
+from dssl.config.study import Study
 from dssl.pipeline.catalogue import StageInstance, instances
 from dssl.pipeline.workers import pool_size
 
@@ -64,18 +65,19 @@ def _busy(root: Path) -> ReproBusy:
                      f"({lock}); wait for it to end, or stop it with `kill {pid}`, then run this again")
 
 
-def estimated_cost(stage: StageInstance, params: dict) -> float:
+def estimated_cost(stage: StageInstance, params: dict, study: Study | None = None) -> float:
     """A relative estimate of a stage's compute, only to order the stages: seeds x passes over the
     training data (an FL round: clients per round x local epochs / clients; a DecL round: local epochs;
-    central and stand-alone: epochs); an evaluation counts a pass per seed, a light stage nothing."""
+    central and stand-alone: epochs) of the cell's schedule (``Study.schedule``; ``study``: the params'
+    study, read once by the caller of many stages); an evaluation counts a pass per seed, a light stage
+    nothing."""
     if not stage.kind.training:
         return 0.0
     seeds = task_count(stage, params)
     framework = FRAMEWORKS.get(stage.kind.name)
     if framework is None:
         return float(seeds)
-    train = dict(((params.get("pretrain") or {}).get(framework) or {}).get("train") or {})
-    train.update(((params.get("strategies") or {}).get(stage.fields.get("strategy")) or {}).get("train") or {})
+    train = (study or Study.from_params(params)).schedule(framework, stage.fields.get("strategy"))
     if framework == "fl":
         clients = ((params.get("partitions") or {}).get(stage.fields.get("partition")) or {}).get("clients") or 1
         passes = (train.get("rounds", 1) * train.get("clients_per_round", clients)
@@ -114,7 +116,9 @@ class _Node:
 
 def stage_sizes(params: dict) -> dict[str, tuple[float, int]]:
     """Per stage name (as DVC names it): its ``estimated_cost`` and ``task_count``."""
-    return {stage.name: (estimated_cost(stage, params), task_count(stage, params)) for stage in instances(params)}
+    study = Study.from_params(params)
+    return {stage.name: (estimated_cost(stage, params, study), task_count(stage, params))
+            for stage in instances(params)}
 
 
 def _plan(repo, targets: list[str], sizes: Mapping[str, tuple[float, int]]) -> list[_Node]:

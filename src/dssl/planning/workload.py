@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dssl.config.study import Study, thawed
 from dssl.planning.costs import CostCache, EncoderCosts, backbone_costs, model_costs, state_costs
 from dssl.planning.throughput import step_option
 
@@ -126,11 +127,11 @@ class Workload:
         from dssl.data.datasets import DATASETS
 
         self.params, self.root, self.cache = params, Path(root), cache
+        self.study = Study.from_params(params)   # models, strategy entries and their schedules, read once
         # where the params file's stages write (its pipeline folder): the partitions it already wrote
         self.outputs = Path(outputs) if outputs is not None else self.root
-        pretrain = params["pretrain"]
-        self.size = int(pretrain["image_size"])
-        self.dataset = pretrain["dataset"]
+        self.size = self.study.image_size
+        self.dataset = self.study.dataset
         self.in_chans = DATASETS[self.dataset].image_shape(self.dataset_spec(self.dataset))[0]
         self.folder_notes = dict(folder_notes or {})   # by dataset: why its folder cannot be counted
         self.notes: dict[str, str] = {}   # plan-wide notes, by what they are about
@@ -216,19 +217,19 @@ class Workload:
 
     def _pretraining(self, cost: StageCost, model: str, train: dict, seeds: int) -> None:
         costs = self._model(model)
-        cost.model, cost.backbone = model, self.params["models"][model]["backbone"]
+        cost.model, cost.backbone = model, self.study.models[model].backbone
         cost.add_flops(step_option(**{k: train[k] for k in STEP_KEYS if k in train}), cost.images_trained * costs.train)
         cost.outputs = seeds * (costs.bytes + costs.encoder.bytes)
 
     def _pretrain_fl(self, cost: StageCost, fields: dict) -> None:
         from dssl.federation import FLConfig, make_schedule
-        from dssl.pipeline.pretrain import build_strategy, simulator_config, train_schedule
+        from dssl.pipeline.pretrain import build_strategy, simulator_config
 
-        train = train_schedule(self.params, "fl", fields["strategy"])
+        train = thawed(self.study.schedule("fl", fields["strategy"]))
         config = FLConfig.from_dict(simulator_config(train))
         sizes = self.client_sizes(fields["partition"])
-        spec = self.params["strategies"][fields["strategy"]]
-        strategy, _ = build_strategy(dict(spec))
+        spec = self.params["strategies"][fields["strategy"]]   # as params states it: the cost cache's key
+        strategy, _ = build_strategy(self.study.strategies[fields["strategy"]])
         states = state_costs(self.params["models"][fields["model"]], spec, self.size, self.in_chans, self.cache)
         epoch = [per_epoch(n, config.batch_size, config.drop_last) for n in sizes]
         seeds = self.seeds(fields)
@@ -245,9 +246,9 @@ class Workload:
 
     def _pretrain_decl(self, cost: StageCost, fields: dict) -> None:
         from dssl.federation import DecLConfig
-        from dssl.pipeline.pretrain import simulator_config, train_schedule
+        from dssl.pipeline.pretrain import simulator_config
 
-        train = train_schedule(self.params, "decl", fields["strategy"])
+        train = thawed(self.study.schedule("decl", fields["strategy"]))
         config = DecLConfig.from_dict(simulator_config(train))
         sizes = self.client_sizes(fields["partition"])
         spec = self.params["strategies"][fields["strategy"]]
@@ -272,13 +273,13 @@ class Workload:
         cost.outputs *= len(sizes)
 
     def _pretrain_central(self, cost: StageCost, fields: dict) -> None:
-        train = self.params["pretrain"]["central"]["train"]
+        train = self.study.schedule("central")
         self._alone(cost, fields["model"], [self.sizes(self.dataset)["train"]], train, len(self.seeds(fields)))
 
     def _pretrain_local(self, cost: StageCost, fields: dict) -> None:
         sizes = self.client_sizes(fields["partition"])
         chosen = self.local_clients(fields["partition"], len(sizes))
-        self._alone(cost, fields["model"], [sizes[c] for c in chosen], self.params["pretrain"]["local"]["train"],
+        self._alone(cost, fields["model"], [sizes[c] for c in chosen], self.study.schedule("local"),
                     len(self.seeds(fields)))
 
     def local_clients(self, partition: str, count: int) -> list[int]:
@@ -297,7 +298,7 @@ class Workload:
         framework = cost.kind.removeprefix("evaluate_")
         pretrained = framework != "random"
         cost.model = fields.get("model")
-        cost.backbone = fields["backbone"] if not pretrained else self.params["models"][cost.model]["backbone"]
+        cost.backbone = fields["backbone"] if not pretrained else self.study.models[cost.model].backbone
         clients = 1
         if framework == "local":
             clients = len(self.local_clients(fields["partition"], len(self.client_sizes(fields["partition"]))))

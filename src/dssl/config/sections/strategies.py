@@ -6,14 +6,9 @@ from __future__ import annotations
 from dssl.config.checker import Checker
 from dssl.config.sections.training import SCHEDULES, TRAIN_KEYS, _check_optimizer, _check_train
 from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
+from dssl.config.study import DECL_ROUND_KEYS, ENTRY_KEYS, ENTRY_RECIPE_KEY  # an entry's layout, declared once
 from dssl.topology.mixing import MIXING, ORDERS
 from dssl.training.options import STEP_KEYS  # torch-free
-
-
-# A strategy entry's ``train`` may also replace the model's optimizer recipe (a baseline trained as its authors did).
-ENTRY_RECIPE_KEY = "optimizer"
-# keys of a DecL strategy entry that configure the round itself, beside the strategy's own options
-DECL_ROUND_KEYS = {"mixing", "order"}
 
 
 def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
@@ -26,7 +21,7 @@ def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
     name = c.choice(spec, "name", strategies, path)
     if name is None:
         return
-    c.unknown_keys(spec, {"name", "train", *strategies[name].options, *DECL_ROUND_KEYS}, path)
+    c.unknown_keys(spec, {*ENTRY_KEYS, *strategies[name].options}, path)
     for option in strategies[name].options:
         problem = strategies[name].value_problem(option, spec[option]) if option in spec else None
         if problem:
@@ -57,8 +52,8 @@ def _check_grid_strategies(c: Checker, grid: dict, framework: str, path: str) ->
             others = sorted(n for n, d in strategies.items() if framework in d.frameworks)
             c.add(where, f"strategy {name!r} ({declared.name}) runs in {', '.join(declared.frameworks)}, "
                          f"not {framework}", f"{framework} strategies: {', '.join(others)}")
-        elif framework == "fl" and DECL_ROUND_KEYS & set(spec):
-            c.add(where, f"strategy {name!r} sets {sorted(DECL_ROUND_KEYS & set(spec))}, which only DecL uses",
+        elif framework == "fl" and set(DECL_ROUND_KEYS) & set(spec):
+            c.add(where, f"strategy {name!r} sets {sorted(set(DECL_ROUND_KEYS) & set(spec))}, which only DecL uses",
                   "give the FL grid a strategy entry without them")
         elif (isinstance(spec.get("train"), dict)
               and set(spec["train"]) - TRAIN_KEYS[framework] - set(STEP_KEYS) - {ENTRY_RECIPE_KEY}):
