@@ -4,16 +4,9 @@ the datasets' specs (``dssl.data.dataset_specs``): training-split sizes and whet
 from __future__ import annotations
 
 from pathlib import Path
-from types import MappingProxyType
 
 from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
 from dssl.data.layouts import LayoutProblem, detect_layout  # standard library only
-
-# Each dataset's class count, as ``dssl.planning`` reads it; a view of the specs, not a list of its own
-# (``DATASET_SPECS[name].num_classes`` is the declaration).
-DATASET_FACTS = MappingProxyType({name: MappingProxyType({"num_classes": spec.num_classes})
-                                  for name, spec in DATASET_SPECS.items()})
-
 
 def dataset_train_size(name: str, spec: dict) -> int | None:
     """Training-split size known without loading the data (None when it needs a folder scan)."""

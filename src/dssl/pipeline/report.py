@@ -17,7 +17,7 @@ REPORTS = Path("reports")
 THEORY_SUMMARY = REPORTS / "theory" / "summary.md"
 
 
-def strategy_text(spec: dict) -> str:
+def _entry_text(spec: dict) -> str:
     """``fedavg (aggregation=uniform)``: a strategy mapping as params.yaml states it."""
     options = ", ".join(f"{k}={v}" for k, v in spec.items() if k != "name")
     return f"{spec['name']} ({options})" if options else spec["name"]
@@ -101,7 +101,7 @@ def settings(params: dict) -> dict[str, Any]:
         "Models": [f"`{name}`: {spec['method']} on {spec['backbone']}"
                    + (f" ({', '.join(f'{k}={v}' for k, v in spec['hparams'].items())})" if spec.get("hparams") else "")
                    for name, spec in params["models"].items()],
-        "Strategies": [f"`{name}`: {strategy_text(spec)}" for name, spec in params["strategies"].items()],
+        "Strategies": [f"`{name}`: {_entry_text(spec)}" for name, spec in params["strategies"].items()],
         "Partitions": [f"`{name}`: {_partition_text(spec)}" for name, spec in params["partitions"].items()],
         "Graphs": [f"`{name}`: {_graph_text(spec)}" for name, spec in (params.get("graphs") or {}).items()]
                   + [f"`{name}`: {_improved_text(spec)}"

@@ -292,7 +292,7 @@ class Workload:
         each with the config the stage builds for it (``evaluation_plan.protocol_config``: the dataset's and
         backbone family's overrides resolved); ``evaluation`` keeps the images trained per pair."""
         from dssl.config.evaluation_plan import protocol_config, stage_pairs
-        from dssl.config.dataset_facts import DATASET_FACTS
+        from dssl.data.dataset_specs import DATASET_SPECS
         from dssl.data.datasets import DATASETS
 
         framework = cost.kind.removeprefix("evaluate_")
@@ -312,7 +312,7 @@ class Workload:
             config = protocol_config(self.params, protocol, dataset, cost.backbone)
             counts = self.class_counts(dataset)
             trained, forward, flops = protocol_work(config, sum(counts) if counts else sizes["train"],
-                                                    sizes.get("test", 0), DATASET_FACTS[dataset]["num_classes"],
+                                                    sizes.get("test", 0), DATASET_SPECS[dataset].num_classes,
                                                     encoder, reestimated, counts)
             cost.images_trained += runs * trained
             cost.images_forward += runs * forward

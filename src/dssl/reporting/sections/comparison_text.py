@@ -9,6 +9,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from dssl.config.strategies import declared_strategies
+from dssl.config.study import StrategyEntry, thawed
 
 
 def read_on_text(data: pd.DataFrame) -> str:
@@ -27,18 +28,17 @@ def model_text(spec: Mapping[str, Any]) -> str:
     return f"{spec.get('method')} on {spec.get('backbone')}" + (f" ({hparams})" if hparams else "")
 
 
-def strategy_text(spec: Mapping[str, Any]) -> str:
-    """``fedema (aggregation=uniform, divergence=paper, ...; train: rounds=200)``: a strategies entry with every
-    option it runs with (the strategy's declared defaults filled in) and its training overrides."""
-    declared = declared_strategies().get(spec.get("name"))
-    options = (declared.resolved(dict(spec)) if declared
-               else {k: v for k, v in spec.items() if k not in ("name", "train")})
-    options.update({k: spec[k] for k in ("mixing", "order") if k in spec})
+def strategy_text(name: str, spec: Mapping[str, Any]) -> str:
+    """``fedema (aggregation=uniform, divergence=paper, ...; train: rounds=200)``: strategies entry ``name`` with
+    every option it runs with (the strategy's declared defaults filled in) and its training overrides."""
+    entry = StrategyEntry.from_spec(name, spec)
+    declared = declared_strategies().get(entry.registry)
+    options = declared.resolved(thawed(entry.options)) if declared else thawed(entry.options)
+    options.update(entry.round_options)
     text = ", ".join(f"{k}={v}" for k, v in options.items())
-    train = spec.get("train") or {}
-    if train:
-        text += "; train: " + ", ".join(f"{k}={_inline(v)}" for k, v in train.items())
-    return f"{spec.get('name')} ({text})"
+    if entry.train:
+        text += "; train: " + ", ".join(f"{k}={_inline(v)}" for k, v in thawed(entry.train).items())
+    return f"{entry.registry} ({text})"
 
 
 def _inline(value: Any) -> str:

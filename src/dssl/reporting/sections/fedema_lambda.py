@@ -53,8 +53,8 @@ class FedEMALambda(ReportSection):
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         table = pd.DataFrame({"lambda": data["x"], "cell": data["cell"],
                               "accuracy (%)": [format_summary(r) for r in data.itertuples()]})
-        ran = "; ".join(f"{strategy} = {strategy_text(ctx.strategies[strategy])}" for strategy in data["strategy"]
-                        if strategy in ctx.strategies)
+        ran = "; ".join(f"{s} = {strategy_text(s, ctx.strategies[s])}" for s in data["strategy"]
+                        if s in ctx.strategies)
         return (f"![lambda sweep]({FIGURES}/fedema_lambda.png)\n\n"
                 f"Model {self.model} on {self.partition}, scored with {self.protocol}; {CELL_NOTE}. Paper B draws "
                 "this sweep without printed values and states no ordering, so no claim is checked here. Lambda "

@@ -141,7 +141,7 @@ class StrategyComparison(ReportSection):
         if not models and not strategies:
             return [self.note] if self.note else []
         ran = [f"{m} = {model_text(ctx.models[m])}" for m in models]
-        ran += [f"{s} = {strategy_text(ctx.strategies[s])}" for s in strategies]
+        ran += [f"{s} = {strategy_text(s, ctx.strategies[s])}" for s in strategies]
         return [f"**What ran**: {'; '.join(ran)}." + (f" {self.note}" if self.note else "")]
 
     def figures(self, data: pd.DataFrame, ctx: ReportContext) -> dict[str, Callable[[Path], Path]]:
