@@ -17,7 +17,7 @@ import pytest
 import yaml
 from ci_runs import warm_env, warm_stage_server
 from conftest import command_failure, copy_project
-from miniature import BACKBONE_SIDE, miniature, write_datasets
+from miniature import BACKBONE_SIDE, SEEDS, miniature, write_datasets
 
 from dssl.config.params import read_params
 from dssl.pipeline.catalogue import instances
@@ -56,7 +56,7 @@ def test_the_miniature_keeps_every_grid_and_changes_only_lengths_and_sizes(tmp_p
         assert mini["pretrain"]["fl"]["grids"] == paper["pretrain"]["fl"]["grids"]
         text = yaml.safe_dump(mini)
         assert "cuda" not in text and "bf16" not in text  # a CPU run in fp32
-        assert mini["pretrain"]["image_size"] <= max(BACKBONE_SIDE.values()) and mini["seeds"] == paper["seeds"][:2]
+        assert mini["pretrain"]["image_size"] <= max(BACKBONE_SIDE.values()) and mini["seeds"] == paper["seeds"][:SEEDS]
         assert mini["evaluate"].get("grids") == paper["evaluate"].get("grids")   # each table's datasets
         assert all(spec.get("rounds", 1) == 1
                    for spec in [mini["pretrain"]["fl"]["train"],
@@ -100,22 +100,24 @@ def test_a_paper_profile_runs_end_to_end_at_miniature_length(tmp_path: Path, pro
     if "theory" in paper["report"]["sections"]:
         assert (folder / "reports/theory/summary.md").is_file()
     _check_images_trained_as_planned(root, folder, mini)
-    if profile == "paper":   # Tables 1 and 2 with every dataset column of the paper, two seeds a cell
+    if profile == "paper":   # Tables 1 and 2 with every dataset column of the paper, every seed in each cell
         datasets = {"cifar10", "cifar100", "imagenet"}
         with open(folder / "reports/sections/table1.csv", newline="") as handle:
             assert {row["dataset"] for row in csv.DictReader(handle)} == datasets
         with open(folder / "reports/sections/table2.csv", newline="") as handle:
             table2 = list(csv.DictReader(handle))
         assert {row["column"] for row in table2} == datasets
-        assert all(row["dataset"] == row["column"] and row["n"] == "2" for row in table2)
+        assert all(row["dataset"] == row["column"] and row["n"] == str(len(mini["seeds"])) for row in table2)
 
 
 def _check_images_trained_as_planned(root: Path, folder: Path, mini: dict) -> None:
     """Every evaluation stage ran exactly the (dataset, protocol) pairs ``dssl plan`` planned for it, and the
     images each result says it trained the encoder on are the plan's (a stand-alone result: every client's)."""
+    from dssl.planning.costs import CostCache
     from dssl.planning.workload import Workload
 
-    workload = Workload(mini, root, outputs=folder)
+    # one cost cache for the stages (never saved): each backbone's FLOPs counted once, not once per stage
+    workload = Workload(mini, root, cache=CostCache(root / "plan-costs.json"), outputs=folder)
     for stage in instances(mini):
         if not stage.kind.name.startswith("evaluate_"):
             continue

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ci_runs import copy_run
+from ci_runs import copy_run, warm_env, warm_stage_server
 
 from dssl.config.grids import cell_seeds, reference_seeds
 from dssl.pipeline.catalogue import instances
@@ -190,16 +190,19 @@ def test_dvc_repro_runs_every_stage_then_only_what_changed(ci_dvc_run: Path, tmp
     # DVC reports the first changed stage, and the report, which prints the partitions' settings
     assert dvc_status(dvc_root) == {"partitions", "report"}
     before = (dvc_root / "data/partitions/decl-label/partition.json").read_bytes()
-    rerun = run(["dssl", "repro", "--jobs", "2"], dvc_root)
-    # a stage of a kind file runs as 'pipelines/<kind>/<model>/dvc.yaml:<stage>'
-    ran = {line.split("'")[1].rpartition(":")[2] for line in rerun.splitlines() if line.startswith("Running stage")}
-    assert "partitions" in ran and "pretrain_decl@mae-vit-uniform-3-decl-uniform" in ran
-    assert ran <= descendants(dag, "partitions")
-    # the FL partitions were rebuilt with the same bytes: nothing downstream of them re-ran
-    assert not any(name.startswith(("pretrain_fl", "evaluate_fl")) for name in ran)
-    assert (dvc_root / "data/partitions/decl-label/partition.json").read_bytes() != before
-    (dvc_root / "params.yaml").write_text(original_params)
-    run(["dvc", "repro"], dvc_root)
+    # through the warm stage server, as `make repro` runs (a cold stage would import torch and MLflow first)
+    with warm_stage_server(dvc_root, warm_env()):
+        rerun = run(["dssl", "repro", "--jobs", "2"], dvc_root)
+        # a stage of a kind file runs as 'pipelines/<kind>/<model>/dvc.yaml:<stage>'
+        ran = {line.split("'")[1].rpartition(":")[2] for line in rerun.splitlines()
+               if line.startswith("Running stage")}
+        assert "partitions" in ran and "pretrain_decl@mae-vit-uniform-3-decl-uniform" in ran
+        assert ran <= descendants(dag, "partitions")
+        # the FL partitions were rebuilt with the same bytes: nothing downstream of them re-ran
+        assert not any(name.startswith(("pretrain_fl", "evaluate_fl")) for name in ran)
+        assert (dvc_root / "data/partitions/decl-label/partition.json").read_bytes() != before
+        (dvc_root / "params.yaml").write_text(original_params)
+        run(["dvc", "repro"], dvc_root)
 
     # 5. a stage depends on the code it runs: its kind's machinery and its own method, backbone, strategy and
     # protocols

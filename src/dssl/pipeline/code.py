@@ -28,16 +28,21 @@ from pathlib import Path
 from dssl.pipeline.common import Stage, atomic_file
 
 
-def code_manifest(module: str | list[str], project: Path) -> dict:
+def code_manifest(module: str | list[str], project: Path, digests: dict[Path, str] | None = None) -> dict:
     """``{"entry": module, "files": {path: digest}}`` for the import closure of the module (or the union over
     a list of modules, then ``entry`` lists them), each path relative to the folder holding the sources
-    (``src/dssl/...``), from the project or a pipeline folder in it."""
+    (``src/dssl/...``), from the project or a pipeline folder in it. ``digests``: the files' digests so far,
+    shared by the manifests of one run (the closures overlap: each file is parsed once, not once per manifest)."""
     from dssl.pipeline.codedeps import closure_files, code_digest, source_root
 
     root = source_root(project.resolve())
     files = closure_files(module, root)
     entry = module[0] if isinstance(module, list) and len(module) == 1 else module
-    return {"entry": entry, "files": {f.relative_to(root.parent).as_posix(): code_digest(f) for f in files}}
+    digests = {} if digests is None else digests
+    for f in files:
+        if f not in digests:
+            digests[f] = code_digest(f)
+    return {"entry": entry, "files": {f.relative_to(root.parent).as_posix(): digests[f] for f in files}}
 
 
 def manifests(catalogue) -> dict[str, dict]:
@@ -48,7 +53,9 @@ def manifests(catalogue) -> dict[str, dict]:
     entries: dict[str, str | list[str]] = {kind.name: kind.module for kind in catalogue.kinds_with_stages()
                                            if kind.name != "code"}
     entries.update({c: component_modules(c) for c in used_components(catalogue.params)})
-    return {name: {"kind": name, **code_manifest(module, catalogue.project)} for name, module in entries.items()}
+    digests: dict[Path, str] = {}
+    return {name: {"kind": name, **code_manifest(module, catalogue.project, digests)}
+            for name, module in entries.items()}
 
 
 def run(params_path: Path | str) -> Path:
