@@ -26,8 +26,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from dssl.config.grids import (TOP_LEVEL_SEEDS, feature_cells, grid_cells, local_cells, reference_seed_keys, seeds_keys,
-                               weight_distance_cells)
+from dssl.config.grids import feature_cells, reference_seed_keys, seeds_keys, weight_distance_cells
+from dssl.config.study import GridCell, Study
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 from dssl.pipeline.layout import SINGLE_CLIENT_STRATEGY
 from dssl.registry import LAZY, component_module, declared_names
@@ -116,85 +116,76 @@ def _fmt(templates: Iterable[str], fields: Fields) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------- grids
 
 
-def _section(params: dict, *path: str):
-    value = params
-    for key in path:
-        value = (value or {}).get(key)
-    return value or {}
-
-
-def _family(params: dict, model: str) -> str:
-    """The backbone family of a model: which ``pretrain.optimizers`` entry its training reads."""
-    from dssl.config.study import ModelSpec
-
-    return ModelSpec.from_params(params, model).family
-
-
-def _model_code(params: dict, model: str) -> Fields:
-    """A model's registry names (its method and backbone): the code components its stages run."""
-    spec = params["models"][model]
-    return {"method": spec["method"], "backbone": spec["backbone"]}
+def _study(params: dict) -> Study:
+    """The Study of ``params``, read at each grid's call (about a millisecond): a caller may edit its params
+    dict between two listings, and each listing must see the dict as it is."""
+    return Study.from_params(params)
 
 
 # Strategy options whose value names an entry of the registry of the same name (``fedmar``'s ``alignment``).
 REGISTRY_OPTIONS = ("alignment",)
 
 
-def _strategy_code(params: dict, entry: str) -> Fields:
+def _strategy_code(study: Study, entry: str) -> Fields:
     """The code a ``strategies:`` entry runs, as a component after ``strategy/``: its registry name (``t2-fedu``
     -> ``fedu``) and the registry entries its options name, defaults included (``fedmar+alignment/a_mmd``)."""
     from dssl.config.strategies import declared_strategies
-    from dssl.config.study import StrategyEntry
 
-    spec = StrategyEntry.from_params(params, entry)
+    spec = study.strategies[entry]
     declared = declared_strategies().get(spec.registry)
     options = declared.resolved(dict(spec.options)) if declared is not None else {}
     named = [f"{option}/{options[option]}" for option in REGISTRY_OPTIONS if options.get(option) is not None]
     return {"strategy_code": "+".join([spec.registry, *named])}
 
 
-def _mixing_rule(params: dict, entry: str) -> Fields:
+def _mixing_rule(study: Study, entry: str) -> Fields:
     """The mixing rule a DecL cell's strategy entry averages with (``dssl.topology.mixing``)."""
-    from dssl.config.study import StrategyEntry
     from dssl.topology.mixing import DEFAULT_RULE
 
-    return {"mixing": StrategyEntry.from_params(params, entry).round_options.get("mixing", DEFAULT_RULE)}
+    return {"mixing": study.strategies[entry].round_options.get("mixing", DEFAULT_RULE)}
+
+
+def _trained(study: Study, cell: GridCell) -> Fields:
+    """The fields every pretraining cell has after its key: the dataset, its model's backbone family (which
+    ``pretrain.optimizers`` entry its training reads), its seeds' key, and its model's registry names (its
+    method and backbone: the code components its stages run)."""
+    model = study.models[cell.model]
+    return {"dataset": study.dataset, "family": model.family, "seeds_key": cell.seeds_key, "method": model.method,
+            "backbone": model.backbone}
 
 
 def _fl_cells(params: dict) -> list[Fields]:
-    cells = grid_cells(params, "fl")
-    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "family": _family(params, m), "seeds_key": key, **_model_code(params, m), **_strategy_code(params, s)}
-            for (m, p, s), key in zip(cells, seeds_keys(params, "fl", cells))]
+    study = _study(params)
+    return [{"model": c.model, "partition": c.place, "strategy": c.strategy, **_trained(study, c),
+             **_strategy_code(study, c.strategy)} for c in study.cells("fl")]
 
 
 def _decl_cells(params: dict) -> list[Fields]:
     from dssl.config.lookups import graph_partition
 
-    cells = grid_cells(params, "decl")
-    return [{"model": m, "graph": g, "strategy": s, "dataset": params["pretrain"]["dataset"],
-             "partition": graph_partition(params, g), "family": _family(params, m), "seeds_key": key,
-             **_model_code(params, m), **_strategy_code(params, s), **_mixing_rule(params, s)}
-            for (m, g, s), key in zip(cells, seeds_keys(params, "decl", cells))]
+    study = _study(params)
+    return [{"model": c.model, "graph": c.place, "strategy": c.strategy, "dataset": study.dataset,   # before partition
+             "partition": graph_partition(params, c.place), **_trained(study, c),
+             **_strategy_code(study, c.strategy), **_mixing_rule(study, c.strategy)} for c in study.cells("decl")]
 
 
 def _weight_distance_cells(params: dict) -> list[Fields]:
     cells = weight_distance_cells(params)
-    return [{"model": m, "partition": p, "strategy": s, "dataset": params["pretrain"]["dataset"], "seeds_key": key}
+    dataset = _study(params).dataset if cells else None
+    return [{"model": m, "partition": p, "strategy": s, "dataset": dataset, "seeds_key": key}
             for (m, p, s), key in zip(cells, seeds_keys(params, "fl", cells))]
 
 
 def _feature_cells(params: dict) -> list[Fields]:
+    cells = feature_cells(params)
+    models = _study(params).models if cells else {}
     return [{"model": m, "partition": p, "strategy": s, "dataset": params["features"]["dataset"],
-             "backbone": params["models"][m]["backbone"]}
-            for m, p, s in feature_cells(params)]
+             "backbone": models[m].backbone} for m, p, s in cells]
 
 
 def _local_cells(params: dict) -> list[Fields]:
-    cells = local_cells(params)
-    return [{"model": m, "partition": p, "dataset": params["pretrain"]["dataset"], "family": _family(params, m),
-             "seeds_key": key, **_model_code(params, m)}
-            for (m, p), key in zip(cells, seeds_keys(params, "local", cells))]
+    study = _study(params)
+    return [{"model": c.model, "partition": c.place, **_trained(study, c)} for c in study.cells("local")]
 
 
 def _local_params(params: dict) -> list[str]:
@@ -204,9 +195,8 @@ def _local_params(params: dict) -> list[str]:
 
 
 def _central_cells(params: dict) -> list[Fields]:
-    return [{"model": m, "dataset": params["pretrain"]["dataset"], "family": _family(params, m),
-             "seeds_key": TOP_LEVEL_SEEDS, **_model_code(params, m)}
-            for m in _section(params, "pretrain", "central").get("models", [])]
+    study = _study(params)
+    return [{"model": c.model, **_trained(study, c)} for c in study.cells("central")]
 
 
 def _pretrain_params(framework: str, extra: tuple[str, ...] = ()) -> Templates:
@@ -504,20 +494,21 @@ KINDS_BY_NAME = {kind.name: kind for kind in KINDS}
 
 
 def instances(params: dict) -> list[StageInstance]:
-    """Every stage of the DAG for ``params`` (a validated params dict), in catalogue order."""
-    found = []
-    for kind in KINDS:
-        outputs = kind.outputs(params)
-        declared = declared_outputs(kind, params)
-        for fields in kind.grid(params):
-            found.append(StageInstance(
-                kind, fields, _fmt(kind.params(params), fields), _fmt(kind.inputs(params), fields),
-                _fmt((o.rstrip("/") for o in outputs), fields),
-                _fmt((o.rstrip("/") for o in outputs if o.endswith("/")), fields),
-                _fmt((o.rstrip("/") for o in declared["metrics"]), fields),
-                _fmt((o.rstrip("/") for o in declared["plots"]), fields),
-                _fmt(kind.components(params), fields)))
-    return found
+    """Every stage of the DAG for ``params`` (a validated params dict), in catalogue order; its grids read
+    the ``Study`` of ``params``."""
+    return [stage for kind in KINDS for stage in _kind_instances(kind, params)]
+
+
+def _kind_instances(kind: StageKind, params: dict) -> list[StageInstance]:
+    outputs = kind.outputs(params)
+    declared = declared_outputs(kind, params)
+    return [StageInstance(kind, fields, _fmt(kind.params(params), fields), _fmt(kind.inputs(params), fields),
+                          _fmt((o.rstrip("/") for o in outputs), fields),
+                          _fmt((o.rstrip("/") for o in outputs if o.endswith("/")), fields),
+                          _fmt((o.rstrip("/") for o in declared["metrics"]), fields),
+                          _fmt((o.rstrip("/") for o in declared["plots"]), fields),
+                          _fmt(kind.components(params), fields))
+            for fields in kind.grid(params)]
 
 
 def declared_outputs(kind: StageKind, params: dict) -> dict[str, list[str]]:

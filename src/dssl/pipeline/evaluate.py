@@ -44,6 +44,7 @@ from dssl.artifacts import ArtifactError
 from dssl.config.evaluation_plan import cell_grids, protocol_config, stage_pairs
 from dssl.config.grids import cell_seeds, reference_seeds
 from dssl.config.lookups import backbone_family
+from dssl.config.study import ModelSpec
 from dssl.pipeline.common import Stage, atomic_dir
 from dssl.pipeline.layout import (
     CHECKPOINTS,
@@ -377,11 +378,10 @@ def _remove_task_folder(stage_name: str, task: Task) -> None:
         folder = folder.parent
 
 
-def _describe(params: dict, framework: str, model: str | None, partition: str | None = None,
+def _describe(params: dict, framework: str, model: ModelSpec | None, partition: str | None = None,
               graph: str | None = None, strategy: str | None = None) -> dict[str, Any]:
     from dssl.topology.graphs import load_graph
 
-    spec = params["models"][model] if model else {}
     part = params["partitions"].get(partition) if partition else None
     topology = connectivity = None
     if graph is not None:  # read from the graph itself: improved graphs have no target |A| in params
@@ -390,7 +390,7 @@ def _describe(params: dict, framework: str, model: str | None, partition: str | 
         topology = "improved" if improved else loaded.topology
         connectivity = float(loaded.target_connectivity)
     return {
-        "framework": framework, "model": model, "method": spec.get("method"),
+        "framework": framework, "model": model.name if model else None, "method": model.method if model else None,
         "partition": partition, "scheme": part["scheme"] if part else None,
         "alpha": part.get("alpha") if part else None,
         "graph": graph, "topology": topology, "connectivity": connectivity,
@@ -401,9 +401,9 @@ def _describe(params: dict, framework: str, model: str | None, partition: str | 
 def run_fl(model: str, partition: str, strategy: str, params_path: Path | str) -> Path:
     stage = Stage("evaluate_fl", f"{model}-{partition}-{strategy}", params_path,
                   lambda params: cell_seeds(params, "fl", (model, partition, strategy)))
-    params = stage.params
-    subject = Subject("fl", cell_path(model, partition, strategy), params["models"][model]["backbone"],
-                      _describe(params, "fl", model, partition=partition, strategy=strategy),
+    params, spec = stage.params, ModelSpec.from_params(stage.params, model)
+    subject = Subject("fl", cell_path(model, partition, strategy), spec.backbone,
+                      _describe(params, "fl", spec, partition=partition, strategy=strategy),
                       key=(model, partition, strategy))
     return _run(stage, subject, [])
 
@@ -412,18 +412,17 @@ def run_decl(model: str, graph: str, strategy: str, params_path: Path | str) -> 
     from dssl.config.lookups import graph_partition
     stage = Stage("evaluate_decl", f"{model}-{graph}-{strategy}", params_path,
                   lambda params: cell_seeds(params, "decl", (model, graph, strategy)))
-    params = stage.params
-    subject = Subject("decl", cell_path(model, graph, strategy), params["models"][model]["backbone"],
-                      _describe(params, "decl", model, partition=graph_partition(params, graph), graph=graph,
+    params, spec = stage.params, ModelSpec.from_params(stage.params, model)
+    subject = Subject("decl", cell_path(model, graph, strategy), spec.backbone,
+                      _describe(params, "decl", spec, partition=graph_partition(params, graph), graph=graph,
                                 strategy=strategy), key=(model, graph, strategy))
     return _run(stage, subject, [graph_file(graph)])
 
 
 def run_central(model: str, params_path: Path | str) -> Path:
     stage = Stage("evaluate_central", model, params_path)
-    params = stage.params
-    subject = Subject("central", model, params["models"][model]["backbone"], _describe(params, "central", model),
-                      key=(model,))
+    spec = ModelSpec.from_params(stage.params, model)
+    subject = Subject("central", model, spec.backbone, _describe(stage.params, "central", spec), key=(model,))
     return _run(stage, subject, [])
 
 
@@ -442,10 +441,9 @@ def run_local(model: str, partition: str, params_path: Path | str) -> Path:
     """Every stand-alone client of the cell evaluated on its own; a seed's result is their mean."""
     stage = Stage("evaluate_local", f"{model}-{partition}", params_path,
                   lambda params: cell_seeds(params, "local", (model, partition)))
-    params = stage.params
+    params, spec = stage.params, ModelSpec.from_params(stage.params, model)
     cell = cell_path(model, partition)
-    subject = Subject("local", cell, params["models"][model]["backbone"],
-                      _describe(params, "local", model, partition=partition),
+    subject = Subject("local", cell, spec.backbone, _describe(params, "local", spec, partition=partition),
                       clients=stand_alone_encoders(model_dir("local", cell), stage.seeds), key=(model, partition))
     return _run(stage, subject, [])
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dssl.config.grids import local_clients
+from dssl.config.study import ModelSpec
 from dssl.pipeline.common import Stage, atomic_dir
 from dssl.pipeline.layout import cell_path, client_dir, features_dir, model_dir, prepared_dir, seed_dir
 from dssl.tracking import StageRecord
@@ -47,8 +49,9 @@ def encoder_files(params: dict, model: str, partition: str, strategy: str, clien
     files[GLOBAL] = model_dir("fl", cell_path(model, partition, strategy)) / seed_dir(seed) / "encoder.pt"
     missing = [label for label, path in files.items() if not path.is_file()]
     if missing:
-        trained = (params["pretrain"].get("local") or {}).get("clients", {}).get(partition)
-        untrained = [c for c in clients if trained is not None and c not in trained]
+        # a partition that names no clients trains every one, so none of ``clients`` is then untrained
+        trained = local_clients(params, partition, max(clients, default=-1) + 1)
+        untrained = [c for c in clients if c not in trained]
         hint = f"; clients {untrained} are not among pretrain.local.clients.{partition}" if untrained else ""
         raise ArtifactError(files[missing[0]], f"missing (no encoder of {missing} for seed {seed}){hint}")
     return files
@@ -100,7 +103,7 @@ def run(model: str, partition: str, strategy: str, params_path: Path | str) -> P
     clients = [int(c) for c in section["clients"]]
     files = encoder_files(params, model, partition, strategy, clients, seed)
     device = str(stage_device({}))   # auto: inference on a few hundred images needs no request of its own
-    size, backbone = params["pretrain"]["image_size"], params["models"][model]["backbone"]
+    size, backbone = params["pretrain"]["image_size"], ModelSpec.from_params(params, model).backbone
     train, test = _downstream(dataset, size)
     indices = _test_subset(test.labels, section.get("images"), seed)
     labels = np.asarray(test.labels)[indices]

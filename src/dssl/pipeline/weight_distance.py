@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dssl.config.grids import shared_seeds
+from dssl.config.grids import local_clients, shared_seeds
 from dssl.artifacts import ArtifactError
 from dssl.pipeline.common import Stage, atomic_dir
 from dssl.pipeline.layout import cell_path, client_dir, distances_dir, model_dir, seed_dir
@@ -48,8 +48,9 @@ def _local_encoder_files(params: dict, model: str, partition: str, clients: list
     files = {(seed, c): local_dir / seed_dir(seed) / client_dir(c) / "encoder.pt" for seed in seeds for c in clients}
     missing = sorted({c for (_, c), path in files.items() if not path.is_file()})
     if missing:
-        trained = (params["pretrain"].get("local") or {}).get("clients", {}).get(partition)
-        untrained = [c for c in missing if trained is not None and c not in trained]
+        # a partition that names no clients trains every one, so none of ``missing`` is then untrained
+        trained = local_clients(params, partition, max(missing) + 1)
+        untrained = [c for c in missing if c not in trained]
         hint = f"; clients {untrained} are not among pretrain.local.clients.{partition}" if untrained else ""
         first = next(path for (_, c), path in files.items() if c in missing and not path.is_file())
         raise ArtifactError(first, f"missing (no stand-alone encoder of clients {missing}){hint}")
