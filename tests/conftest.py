@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Callable
 
 import pytest
+import yaml
 
 from dssl.config.params import read_params
 from dssl.pipeline.dvcfile import write_files
@@ -30,6 +32,18 @@ def command_failure(cmd: list[str], result: subprocess.CompletedProcess, tail: i
     errors = "\n".join(dict.fromkeys(m.group(0) for m in _ERRORS.finditer(result.stdout + "\n" + result.stderr)))
     return (f"{' '.join(cmd)} failed (exit {result.returncode}):\n--- errors ---\n{errors[-tail:] or '(none printed)'}"
             f"\n--- stdout ---\n{result.stdout[-tail:]}\n--- stderr ---\n{result.stderr[-tail:]}")
+
+
+def validate_error_lines(params: dict, folder: Path) -> list[str]:
+    """``dssl validate`` run as a user runs it on ``params`` written to ``folder``: it must exit 2 without a
+    traceback; its non-blank stderr lines (one per problem)."""
+    bad = folder / "params.yaml"
+    bad.write_text(yaml.safe_dump(params))
+    run = subprocess.run([sys.executable, "-m", "dssl.cli", "validate", str(bad)], cwd=folder,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    return [line for line in run.stderr.splitlines() if line.strip()]
 
 
 def copy_project(target: Path, params_file: str = "params.yaml") -> Path:

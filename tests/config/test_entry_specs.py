@@ -4,14 +4,11 @@ the same spec. A bad option exits ``dssl validate`` with status 2 naming its key
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated
 
 import pytest
-import yaml
 
 from dssl.config.params import read_params, validate
 from dssl.config.ranges import Range, declared_options
@@ -22,6 +19,8 @@ from dssl.data.dataset_specs import DATASET_SPECS, DatasetSpec
 from dssl.data.partition_specs import PARTITION_SCHEMES, PartitionScheme
 from dssl.registry import Registry
 from dssl.topology.topology_specs import TOPOLOGY_SPECS, RandomGraphOptions, TopologySpec
+
+from conftest import validate_error_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,14 +48,8 @@ def test_the_cli_refuses_a_bad_option_at_its_key_path_with_its_range(good: dict,
     for part in parents:
         holder = holder[part]
     holder[key] = value
-    bad = tmp_path / "params.yaml"
-    bad.write_text(yaml.safe_dump(good))
-    run = subprocess.run([sys.executable, "-m", "dssl.cli", "validate", str(bad)], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "Traceback" not in run.stderr
-    lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and f"{where}: {expected}" in lines[0], run.stderr
+    lines = validate_error_lines(good, tmp_path)
+    assert len(lines) == 1 and f"{where}: {expected}" in lines[0], lines
 
 
 @pytest.mark.parametrize("where, value, message", [

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import copy
 import math
-import subprocess
-import sys
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
-import yaml
 
 from dssl.config import options as option_classes
 from dssl.config.methods import declared_methods, value_problem
@@ -23,6 +20,8 @@ from dssl.data.dataset_specs import DATASET_SPECS
 from dssl.data.partition_specs import PARTITION_SCHEMES, AugmentOptions, PartitionEntry
 from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig
 from dssl.topology.topology_specs import TOPOLOGY_SPECS, GraphEntry
+
+from conftest import validate_error_lines
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC_CLASSES = sorted({spec.options for registry in (DATASET_SPECS, PARTITION_SCHEMES, TOPOLOGY_SPECS)
@@ -80,14 +79,8 @@ def _seeds(params: dict) -> str:
                          ids=["mask_ratio", "image_size", "gamma_max", "batch_size", "seeds"])
 def test_the_cli_refuses_a_bad_value_at_its_key_path(good: dict, tmp_path: Path, spoil) -> None:
     path = spoil(good)
-    bad = tmp_path / "params.yaml"
-    bad.write_text(yaml.safe_dump(good))
-    run = subprocess.run([sys.executable, "-m", "dssl.cli", "validate", str(bad)], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "Traceback" not in run.stderr
-    lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and f"{path}: must be" in lines[0], run.stderr
+    lines = validate_error_lines(good, tmp_path)
+    assert len(lines) == 1 and f"{path}: must be" in lines[0], lines
 
 
 @pytest.mark.parametrize("seeds, message", [
