@@ -98,7 +98,7 @@ def test_few_shot_draws_average_independent_draws_of_the_labels_on_features_extr
     assert [d["test_acc"] for d in averaged["draws"]] == [r["test_acc"] for r in singles]
     assert averaged["test_acc"] == pytest.approx(np.mean([r["test_acc"] for r in singles]))
     assert averaged["seed"] == 1 and averaged["num_draws"] == 3 and averaged["lr"] == singles[0]["lr"]
-    with pytest.raises(ValueError, match="draws must be a positive integer"):
+    with pytest.raises(ValueError, match="draws: must be >= 1, got 0"):
         FewShotConfig(draws=0)
 
 
@@ -136,7 +136,7 @@ def test_registry_rejects_fixed_unknown_and_bad_values():
         few_shot.make_config(FewShotConfig(label_fraction=0.5))
     with pytest.raises(TypeError, match="temprature"):
         PROTOCOLS["knn"].make_config({"temprature": 0.1})
-    with pytest.raises(ValueError, match="k must be"):
+    with pytest.raises(ValueError, match="k: must be >= 1, got 0"):
         PROTOCOLS["knn"].make_config({"k": 0})
     with pytest.raises(ValueError, match="optimizer"):
         PROTOCOLS["finetune"].make_config({"optimizer": "lbfgs"})

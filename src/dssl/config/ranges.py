@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Annotated, Any, Union, get_args, get_origin
 
-__all__ = ["Range", "NumericOption", "declared_options", "range_in_source", "number_problem"]
+__all__ = ["Range", "NumericOption", "declared_options", "range_in_source", "number_problem", "range_problems"]
 
 
 def _text(bound: float) -> str:
@@ -105,6 +105,18 @@ def declared_options(cls: type) -> dict[str, NumericOption]:
         if declared is not None:
             found[field.name] = NumericOption(_is_integer(base), _allows_none(base), declared)
     return found
+
+
+def range_problems(instance: Any) -> list[str]:
+    """``"<field>: <why>"`` for every field of a dataclass instance that lies outside the range its annotation
+    declares (``declared_options``): a config built in code is checked against the same declaration the
+    params validator reads, in its ``__post_init__``."""
+    problems = []
+    for name, option in declared_options(type(instance)).items():
+        problem = number_problem(getattr(instance, name), option)
+        if problem:
+            problems.append(f"{name}: {problem}")
+    return problems
 
 
 def _members(base: Any) -> tuple:

@@ -1,8 +1,10 @@
 """The protocols' configuration dataclasses, kept free of torch so the params validator can read them.
 
 A field of a config is a key a params file may set under ``evaluate.<protocol>`` (except the keys a
-registered protocol name fixes, see ``registry``). Value checks live in ``__post_init__`` so a bad value
-fails when the config is built, in the validator as in a stage.
+registered protocol name fixes, see ``registry``). A number's range is declared once, in its annotation
+(``Annotated[int, Range(1, 100_000)]``): the params validator reads it, and ``__post_init__`` checks a config
+built in code against it (``dssl.config.ranges.range_problems``); ``__post_init__`` adds only what one range
+cannot say (a name from a list, ``warmup_epochs`` below ``epochs``, ``crop_scale``'s order).
 
 Every protocol takes the step options of ``dssl.training.options`` (``device``, ``precision``,
 ``channels_last``, ``compile``); their defaults are the plain fp32 step.
@@ -14,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Annotated, Any, Mapping, TypeVar
 
-from dssl.config.ranges import Range
+from dssl.config.ranges import Range, range_problems
 from dssl.training.options import StepOptions, step_problems
 
 OPTIMIZERS = ("adamw", "sgd")
@@ -38,11 +40,6 @@ def coerce_config(cls: type[C], config: C | Mapping[str, Any] | None) -> C:
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
 
 
-def _check_val_fraction(value: float) -> None:
-    if not 0 < value < 1:
-        raise ValueError(f"val_fraction must be in (0, 1), got {value}")
-
-
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise ValueError(message)
@@ -58,9 +55,11 @@ class StepConfig:
     compile: bool = False
 
     def __post_init__(self) -> None:
-        problems = step_problems({k: getattr(self, k) for k in ("device", "precision", "channels_last", "compile")})
+        problems = [f"{key}: {message}" for key, message in
+                    step_problems({k: getattr(self, k) for k in ("device", "precision", "channels_last", "compile")})]
+        problems += range_problems(self)
         if problems:
-            raise ValueError("; ".join(f"{key}: {message}" for key, message in problems))
+            raise ValueError("; ".join(problems))
 
     @property
     def step_options(self) -> StepOptions:
@@ -77,9 +76,6 @@ class LinearProbeConfig(StepConfig):
     eval_every: Annotated[int, Range(1, 100_000)] = 5
     feature_batch_size: Annotated[int, Range(1, 65_536)] = 256
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_val_fraction(self.val_fraction)
 
 
 @dataclass(frozen=True)
@@ -95,13 +91,6 @@ class FewShotConfig(LinearProbeConfig):
     label_fraction: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.1
     draws: Annotated[int, Range(1, 10_000)] = 1
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 < self.label_fraction <= 1:
-            raise ValueError(f"label_fraction must be in (0, 1], got {self.label_fraction}")
-        if isinstance(self.draws, bool) or not isinstance(self.draws, int) or self.draws < 1:
-            raise ValueError(f"draws must be a positive integer, got {self.draws!r}")
-
 
 @dataclass(frozen=True)
 class KnnConfig(StepConfig):
@@ -112,14 +101,6 @@ class KnnConfig(StepConfig):
     temperature: Annotated[float, Range(0.0, low_open=True)] = 0.07
     feature_batch_size: Annotated[int, Range(1, 65_536)] = 256
     query_batch_size: Annotated[int, Range(1, 65_536)] = 256
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_val_fraction(self.val_fraction)
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"k must be a positive integer, got {self.k!r}")
-        if not self.temperature > 0:
-            raise ValueError(f"temperature must be positive, got {self.temperature}")
 
 
 @dataclass(frozen=True)
@@ -170,31 +151,16 @@ class FineTuneConfig(StepConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_val_fraction(self.val_fraction)
         _check(self.optimizer in OPTIMIZERS,
                f"unknown fine-tuning optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
         _check(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
         _check(self.crop in CROPS, f"unknown crop {self.crop!r}; known: {', '.join(CROPS)}")
         _check(self.pool in POOLS, f"unknown pool {self.pool!r}; known: {', '.join(POOLS)}")
-        _check(len(self.lr_grid) > 0 and all(lr > 0 for lr in self.lr_grid),
-               f"lr_grid must be a non-empty list of positive learning rates, got {list(self.lr_grid)}")
-        for name in ("epochs", "batch_size", "eval_every"):
-            value = getattr(self, name)
-            _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1,
-                   f"{name} must be an integer >= 1, got {value!r}")
-        _check(0 <= self.warmup_epochs < self.epochs or self.warmup_epochs == 0,
+        _check(len(self.lr_grid) > 0, "lr_grid must be a non-empty list of positive learning rates, got []")
+        _check(self.warmup_epochs < self.epochs or self.warmup_epochs == 0,
                f"warmup_epochs must be in 0..epochs - 1 ({self.epochs - 1}), got {self.warmup_epochs}")
-        _check(self.lr_reference_batch >= 0, f"lr_reference_batch must be >= 0, got {self.lr_reference_batch}")
-        _check(0 < self.layer_decay <= 1, f"layer_decay must be in (0, 1] (1: off), got {self.layer_decay}")
-        _check(0 <= self.drop_path < 1, f"drop_path must be in [0, 1), got {self.drop_path}")
-        _check(len(self.crop_scale) == 2 and 0 < self.crop_scale[0] <= self.crop_scale[1] <= 1,
+        _check(len(self.crop_scale) == 2 and self.crop_scale[0] <= self.crop_scale[1],
                f"crop_scale must be [low, high] with 0 < low <= high <= 1, got {list(self.crop_scale)}")
-        for name in ("random_erasing", "mixup_prob", "mixup_switch_prob"):
-            _check(0 <= getattr(self, name) <= 1, f"{name} must be a probability in [0, 1], got {getattr(self, name)}")
-        _check(self.mixup >= 0 and self.cutmix >= 0, f"mixup and cutmix are Beta alphas >= 0 (0: off), got "
-                                                     f"{self.mixup} and {self.cutmix}")
-        _check(0 <= self.label_smoothing < 1, f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        _check(self.min_lr >= 0, f"min_lr must be >= 0, got {self.min_lr}")
         if self.rand_augment:
             _check(self.rand_augment.startswith("rand-"), f"rand_augment must be a timm RandAugment string "
                                                           f"such as 'rand-m9-mstd0.5-inc1', got {self.rand_augment!r}")

@@ -115,6 +115,9 @@ def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) 
                 _check_steps(c, override, where)
     if len(c.problems) > before:
         return
+    _check_ranges(c, protocol, spec)   # each number at its key path, before a config is built from them
+    if len(c.problems) > before:
+        return
     for dataset, family in override_names(spec, datasets):   # the config's own value checks, once keys are right
         try:
             PROTOCOLS[protocol].make_config(resolve_overrides(spec, dataset, family))
@@ -131,18 +134,23 @@ def check_protocol_ranges(c: Checker) -> None:
     evaluate = c.params.get("evaluate")
     for protocol in PROTOCOLS if isinstance(evaluate, dict) else ():
         spec = evaluate.get(protocol)
-        if not isinstance(spec, dict):
-            continue
-        entries = [(f"evaluate.{protocol}", spec)]
-        for table in OVERRIDE_KEYS:
-            overrides = spec.get(table)
-            entries += [(f"evaluate.{protocol}.{table}.{name}", override)
-                        for name, override in (overrides.items() if isinstance(overrides, dict) else ())
-                        if isinstance(override, dict)]
-        config = PROTOCOLS[protocol].config_class
-        settable = set(declared_options(config)) & PROTOCOLS[protocol].keys
-        reported = {problem.path for problem in c.problems}
-        for path, entry in entries:
-            for key in sorted(settable & set(entry)):
-                if f"{path}.{key}" not in reported:
-                    c.declared(entry, key, path, config)
+        if isinstance(spec, dict):
+            _check_ranges(c, protocol, spec)
+
+
+def _check_ranges(c: Checker, protocol: str, spec: dict) -> None:
+    """``check_protocol_ranges`` for one protocol; a key path already reported is not reported again."""
+    path = f"evaluate.{protocol}"
+    entries = [(path, spec)]
+    for table in OVERRIDE_KEYS:
+        overrides = spec.get(table)
+        entries += [(f"{path}.{table}.{name}", override)
+                    for name, override in (overrides.items() if isinstance(overrides, dict) else ())
+                    if isinstance(override, dict)]
+    config = PROTOCOLS[protocol].config_class
+    settable = set(declared_options(config)) & PROTOCOLS[protocol].keys
+    reported = {problem.path for problem in c.problems}
+    for where, entry in entries:
+        for key in sorted(settable & set(entry)):
+            if f"{where}.{key}" not in reported:
+                c.declared(entry, key, where, config)
