@@ -34,6 +34,14 @@ def command_failure(cmd: list[str], result: subprocess.CompletedProcess, tail: i
             f"\n--- stdout ---\n{result.stdout[-tail:]}\n--- stderr ---\n{result.stderr[-tail:]}")
 
 
+def set_at(params: dict, where: str, value: object) -> None:
+    """Set the dotted key path ``where`` of a params mapping to ``value``, creating missing sections."""
+    *parents, key = where.split(".")
+    for part in parents:
+        params = params.setdefault(part, {})
+    params[key] = value
+
+
 def validate_error_lines(params: dict, folder: Path) -> list[str]:
     """``dssl validate`` run as a user runs it on ``params`` written to ``folder``: it must exit 2 without a
     traceback; its non-blank stderr lines (one per problem)."""

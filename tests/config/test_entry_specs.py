@@ -20,7 +20,7 @@ from dssl.data.partition_specs import PARTITION_SCHEMES, PartitionScheme
 from dssl.registry import Registry
 from dssl.topology.topology_specs import TOPOLOGY_SPECS, RandomGraphOptions, TopologySpec
 
-from conftest import validate_error_lines
+from conftest import set_at, validate_error_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,11 +43,7 @@ def _problems(params: dict) -> dict[str, str]:
 ])
 def test_the_cli_refuses_a_bad_option_at_its_key_path_with_its_range(good: dict, tmp_path: Path, where: str,
                                                                       value: object, expected: str) -> None:
-    holder = good
-    *parents, key = where.split(".")
-    for part in parents:
-        holder = holder[part]
-    holder[key] = value
+    set_at(good, where, value)
     lines = validate_error_lines(good, tmp_path)
     assert len(lines) == 1 and f"{where}: {expected}" in lines[0], lines
 
@@ -62,11 +58,7 @@ def test_the_cli_refuses_a_bad_option_at_its_key_path_with_its_range(good: dict,
     ("graphs.complete.connectivity", 5, "the complete graph has connectivity N = 6"),
 ])
 def test_each_option_kind_is_checked_from_its_spec(good: dict, where: str, value: object, message: str) -> None:
-    holder = good
-    *parents, key = where.split(".")
-    for part in parents:
-        holder = holder.setdefault(part, {})
-    holder[key] = value
+    set_at(good, where, value)
     problems = {p.path: p.message for p in validate(good, REPO)}
     assert problems.get(where) == message, problems
 

@@ -21,7 +21,7 @@ from dssl.data.partition_specs import PARTITION_SCHEMES, AugmentOptions, Partiti
 from dssl.evaluation.configs import FewShotConfig, FineTuneConfig, KnnConfig, LinearProbeConfig
 from dssl.topology.topology_specs import TOPOLOGY_SPECS, GraphEntry
 
-from conftest import validate_error_lines
+from conftest import set_at, validate_error_lines
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC_CLASSES = sorted({spec.options for registry in (DATASET_SPECS, PARTITION_SCHEMES, TOPOLOGY_SPECS)
@@ -120,11 +120,7 @@ def test_features_seed_must_be_a_seed(good: dict) -> None:
     ("theory.improvement.k", -1, "must be >= 0, got -1"),
 ])
 def test_section_options_are_checked_against_their_declared_ranges(good: dict, where: str, value, message) -> None:
-    holder = good
-    *parents, key = where.split(".")
-    for part in parents:
-        holder = holder.setdefault(part, {})
-    holder[key] = value
+    set_at(good, where, value)
     problems = {p.path: p.message for p in validate(good, REPO)}
     assert problems.get(where) == message, problems
 
