@@ -142,8 +142,8 @@ def time_case(args: argparse.Namespace, case: str, backbone: str, option: str, f
     images = synthetic_images(case, args.size, max(args.images, 2 * batch), folder)
     fit = np.arange(len(images) - 1)   # one image left for the validation split the run never reaches
     steps_per_epoch = math.ceil(len(fit) / batch)
-    cfg = dataclasses.replace(cfg, epochs=math.ceil((args.warmup + args.steps) / steps_per_epoch) + 1,
-                              warmup_epochs=0, eval_every=10**6)
+    epochs = math.ceil((args.warmup + args.steps) / steps_per_epoch) + 1
+    cfg = dataclasses.replace(cfg, epochs=epochs, warmup_epochs=0, eval_every=epochs + 1)   # no validation pass
     device = torch.device(args.device)
     torch.manual_seed(0)
     encoder = create_backbone(backbone, args.size, 3, **backbone_overrides(backbone, args.size)).to(device)
