@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dssl.config.params import read_params, validate
-from dssl.config.dataset_facts import dataset_train_size
+from dssl.data.dataset_specs import DATASET_SPECS
 from dssl.data.datasets import DATASETS, DatasetError, load_split
 from dssl.data.prepared_format import load_provenance
 from dssl.data.photo_digits import bilinear_weights, load_photos, upscale_digits
@@ -165,7 +165,7 @@ def test_three_composites_per_digit_triple_the_training_set(default_dir: Path, t
     meta = json.loads((triple_dir / "meta.json").read_text())
     assert meta["sizes"] == {"train": 3 * 1347, "test": 450}
     assert ENTRY.train_size({"composites_per_digit": 3}) == 3 * 1347
-    assert dataset_train_size("digits_on_photos", {"composites_per_digit": 3}) == 3 * 1347
+    assert DATASET_SPECS["digits_on_photos"].train_size({"composites_per_digit": 3}) == 3 * 1347
     one, three = arrays(default_dir, "train"), arrays(triple_dir, "train")
     assert np.bincount(three["source"], minlength=1797).max() == 3
     assert set(three["source"].tolist()) == set(one["source"].tolist())

@@ -1,5 +1,6 @@
-"""What the validator knows of each dataset without importing the data code (which imports torch), read from
-the datasets' specs (``dssl.data.dataset_specs``): training-split sizes and whether a test split will exist."""
+"""Whether a dataset will have a test split, known without importing the data code (which imports torch):
+from its spec (``dssl.data.dataset_specs``) and, for an image folder, its layout. Its training-split size is
+the spec's own ``DatasetSpec.train_size``."""
 
 from __future__ import annotations
 
@@ -7,10 +8,6 @@ from pathlib import Path
 
 from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
 from dssl.data.layouts import LayoutProblem, detect_layout  # standard library only
-
-def dataset_train_size(name: str, spec: dict) -> int | None:
-    """Training-split size known without loading the data (None when it needs a folder scan)."""
-    return DATASET_SPECS[name].train_size(spec)
 
 
 def has_test_split(name: str, spec: dict, root: Path) -> bool:

@@ -4,7 +4,6 @@ dataset, with no more clients than samples."""
 from __future__ import annotations
 
 from dssl.config.checker import Checker
-from dssl.config.dataset_facts import dataset_train_size
 from dssl.config.sections.spec_options import check_options, check_unknown
 from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
 from dssl.data.partition_specs import PARTITION_SCHEMES, PartitionEntry  # standard library only
@@ -32,7 +31,7 @@ def check_partitions(c: Checker) -> None:
 def _check_client_count(c: Checker, clients: int | None, dataset: str | None, datasets: dict, path: str) -> None:
     if dataset not in DATASET_SPECS or clients is None or not isinstance(datasets, dict):
         return
-    size = dataset_train_size(dataset, datasets.get(dataset) or {})
+    size = DATASET_SPECS[dataset].train_size(datasets.get(dataset) or {})
     if size is not None and clients > size:
         c.add(f"{path}.clients", f"{clients} clients but {dataset} has only {size} training samples",
               "use fewer clients")
