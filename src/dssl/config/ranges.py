@@ -20,7 +20,8 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Annotated, Any, Union, get_args, get_origin
 
-__all__ = ["Range", "NumericOption", "declared_options", "range_in_source", "number_problem", "range_problems"]
+__all__ = ["Range", "NumericOption", "declared_options", "range_in_source", "number_problem", "range_problems",
+           "allows_none"]
 
 
 def _text(bound: float) -> str:
@@ -103,7 +104,7 @@ def declared_options(cls: type) -> dict[str, NumericOption]:
         base, *extras = get_args(hint)
         declared = next((e for e in extras if isinstance(e, Range)), None)
         if declared is not None:
-            found[field.name] = NumericOption(_is_integer(base), _allows_none(base), declared)
+            found[field.name] = NumericOption(_is_integer(base), allows_none(base), declared)
     return found
 
 
@@ -131,7 +132,8 @@ def _is_integer(base: Any) -> bool:
     return all(m is int for m in _members(base) if m is not type(None))
 
 
-def _allows_none(base: Any) -> bool:
+def allows_none(base: Any) -> bool:
+    """Whether a type hint (``float | None``, ``Optional[int]``) admits ``None``: a params value may be null."""
     return type(None) in _members(base)
 
 

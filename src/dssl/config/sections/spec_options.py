@@ -11,7 +11,7 @@ import typing
 from typing import Any, Iterable, Mapping
 
 from dssl.config.checker import Checker
-from dssl.config.ranges import declared_options
+from dssl.config.ranges import allows_none, declared_options
 from dssl.specs import base_type, choices, field_hint, nested_options, option_keys, required_options
 
 
@@ -35,7 +35,7 @@ def check_unknown(c: Checker, entry: dict, path: str, *options: type) -> None:
 
 
 def _checked(c: Checker, entry: dict, key: str, path: str, options: type, hint: str) -> Any:
-    if key in entry and entry[key] is None and not _allows_none(options, key):
+    if key in entry and entry[key] is None and not allows_none(base_type(options, key)):
         c.add(f"{path}.{key}", f"must be {_kind(options, key)}, got null", hint or _range_hint(options, key))
         return None
     if key in declared_options(options):
@@ -65,10 +65,6 @@ def _members(declared: Any) -> tuple:
     if typing.get_origin(declared) in (typing.Union, types.UnionType):
         return typing.get_args(declared)
     return (declared,)
-
-
-def _allows_none(options: type, key: str) -> bool:
-    return type(None) in _members(base_type(options, key))
 
 
 def _kind(options: type, key: str) -> str:
