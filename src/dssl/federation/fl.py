@@ -8,11 +8,12 @@ uploads. The shared machinery (client training, checkpoints, resumption) is ``si
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Sequence
 
 import numpy as np
 from torch import nn
 
+from dssl.config.options import CLIENTS
 from dssl.federation.local import ClientData, LocalResult
 from dssl.federation.parallel import ClientTask
 from dssl.federation.reproducibility import Stream, derive_seed
@@ -24,7 +25,7 @@ from dssl.federation.train_config import TrainConfig
 
 @dataclass(frozen=True)
 class FLConfig(TrainConfig):
-    clients_per_round: int = 5
+    clients_per_round: Annotated[int, CLIENTS] = 5
 
 
 def make_schedule(num_clients: int, per_round: int, rounds: int, seed: int) -> list[list[int]]:

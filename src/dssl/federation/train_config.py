@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
+from dssl.config.options import BATCH, EPOCHS, ROUNDS, SEED
+from dssl.config.ranges import Range, range_problems
 from dssl.federation.local import OptimizerConfig, StepOptions
 
 
@@ -19,14 +21,14 @@ class TrainConfig:
     are off by default, which is the plain fp32 step every existing result was produced with.
     """
 
-    rounds: int
-    local_epochs: int = 1
-    batch_size: int = 32
-    seed: int = 0
+    rounds: Annotated[int, ROUNDS]
+    local_epochs: Annotated[int, EPOCHS] = 1
+    batch_size: Annotated[int, BATCH] = 32
+    seed: Annotated[int, SEED] = 0
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     drop_last: bool = True
     deterministic: bool = True
-    checkpoint_every: int = 1  # rounds between checkpoints; the last round is always saved
+    checkpoint_every: Annotated[int, Range(1)] = 1  # rounds between checkpoints; the last round is always saved
     precision: str = "fp32"
     channels_last: bool = False
     compile: bool = False
@@ -44,9 +46,11 @@ class TrainConfig:
         return cls(**values)
 
     def validate(self) -> None:
-        for name in ("rounds", "local_epochs", "batch_size", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        """Each number in the range its field declares (the ranges the params validator checks the schedule
+        sections against, ``dssl.config.options``), and the step options."""
+        problems = range_problems(self)
+        if problems:
+            raise ValueError(f"{type(self).__name__}: {'; '.join(problems)}")
         self.step_options().validate()
 
     def step_options(self) -> StepOptions:
