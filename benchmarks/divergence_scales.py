@@ -23,6 +23,7 @@ import statistics
 import numpy as np
 import torch
 
+from dssl.config.strategies.fedema import FedEMAConfig
 from dssl.data.imageset import ArrayImageSet
 from dssl.data.partition import create_partition
 from dssl.federation import ClientData, FLConfig, FLSimulator, OptimizerConfig
@@ -37,8 +38,8 @@ THRESHOLD, LAMBDA = 0.4, 0.8   # paper B's code: FedU's threshold, FedEMA's cons
 class MeasuredFedEMA(FedEMA):
     """FedEMA (autoscaled, as configured) that also measures, at every blend, the divergence in both norms."""
 
-    def __init__(self, **options) -> None:
-        super().__init__(**options)
+    def __init__(self, config: FedEMAConfig) -> None:
+        super().__init__(config)
         self.records: list[dict] = []
 
     def setup(self, method) -> None:
@@ -105,7 +106,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     method = create_method("byol", args.backbone, args.image_size, 1)   # digits: one channel
-    strategy = MeasuredFedEMA(aggregation="data_size", skipped=args.skipped)
+    strategy = MeasuredFedEMA(FedEMAConfig(aggregation="data_size", skipped=args.skipped))
     config = FLConfig(rounds=args.rounds, clients_per_round=args.per_round, local_epochs=args.epochs,
                       batch_size=args.batch, seed=0,
                       optimizer=OptimizerConfig(name="sgd", base_lr=args.lr * 256 / args.batch, weight_decay=1e-4))

@@ -77,7 +77,7 @@ def step_settings(option: str) -> dict:
 
 
 def build_method(backbone: str, size: int, method: str, device: torch.device) -> torch.nn.Module:
-    from dssl.methods import METHODS
+    from dssl.config.methods import METHOD_SPECS
     from dssl.models.backbones import create_backbone
 
     overrides = {}
@@ -85,7 +85,8 @@ def build_method(backbone: str, size: int, method: str, device: torch.device) ->
         overrides["patch_size"] = size // 8  # 8 x 8 tokens when patch 14 does not divide the size
     torch.manual_seed(0)
     encoder = create_backbone(backbone, size, 3, **overrides)
-    return METHODS[method](encoder, size, 3).to(device)
+    spec = METHOD_SPECS[method]
+    return spec.load()(encoder, size, 3, spec.options()).to(device)
 
 
 def optimizer_for(backbone: str) -> dict:

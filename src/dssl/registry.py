@@ -29,10 +29,10 @@ class Registry(dict[str, T], Generic[T]):
     """A ``dict`` from name to entry whose failed lookups raise :class:`UnknownNameError`.
 
     With ``package`` and ``decorator`` it is lazy: the entries are declared by decorators in the modules
-    of that package (``@register_method``, ``@register_strategy("fedmar")``, ``@register_protocol("knn")``,
+    of that package (``@register_backbone("cnn_small", family="cnn")``, ``@register_protocol("knn")``,
     ``@register_mixing("uniform")``, ``@register_alignment("a_mmd")``, ...), which are found by
     reading the modules' syntax trees (``declared_names``) and imported only when a name is looked up.
-    A stage that trains SimSiam then imports, and depends on, SimSiam's module alone: that is what lets
+    A stage that evaluates on kNN then imports, and depends on, kNN's module alone: that is what lets
     a stage's code lineage (``dssl.pipeline.codedeps``) hold only the modules its cell uses. A declaration's
     literal keyword options (a backbone's ``family``, a mixing rule's ``column_stochastic``, a protocol's
     config class) are read from the same syntax trees (``entry_options``), so they too are declared once,
@@ -92,13 +92,13 @@ class Registry(dict[str, T], Generic[T]):
     def load_all(self) -> Registry[T]:
         """Import every declaring module (for listings and tests), and return the registry."""
         for module in sorted(set(self.declared().values())):
-            _import(module)
+            import_cpu(module)
         return self
 
     def __missing__(self, name: str) -> T:
         module = self.declared().get(name)
         if module is not None:
-            _import(module)
+            import_cpu(module)
             if dict.__contains__(self, name):
                 return dict.__getitem__(self, name)
         self._unknown(name)
@@ -125,7 +125,7 @@ class Registry(dict[str, T], Generic[T]):
         return dict.items(self.load_all())
 
 
-def _import(module: str) -> None:
+def import_cpu(module: str) -> None:
     """Import ``module`` with the CPU as torch's default device: a lookup may happen inside a
     ``torch.device("meta")`` or ``("cuda")`` block (the plan counts FLOPs on the meta device), and a
     module's import-time tensors must not land there."""
@@ -137,13 +137,52 @@ def _import(module: str) -> None:
         importlib.import_module(module)
 
 
+class SpecRegistry(Registry[T]):
+    """Entries declared one torch-free module each in ``package`` (relative to ``dssl``): module ``<name>.py``
+    sets ``SPEC``, whose ``name`` is the module's stem (``dssl.specs.EntrySpec``); modules whose stem starts
+    with ``_`` hold what several specs share. The names are the modules' stems, so listing them imports
+    nothing; a lookup imports that one spec module (standard library only), never the code it names. A stage's
+    code lineage holds an entry's spec module and its implementing module (``modules_of``), not its siblings'."""
+
+    def __init__(self, kind: str, package: str) -> None:
+        super().__init__(kind)
+        self.spec_package = package
+
+    def declared(self) -> dict[str, str]:
+        return {stem: module_name(self.spec_package, stem) for stem in spec_stems(self.spec_package)}
+
+    def modules_of(self, name: str) -> list[str]:
+        """The spec module of ``name`` and the module implementing it."""
+        return [self.module_of(name), self[name].module]
+
+    def load_all(self) -> SpecRegistry[T]:
+        for name in self.declared():
+            self[name]
+        return self
+
+    def __missing__(self, name: str) -> T:
+        module = self.declared().get(name)
+        if module is None:
+            self._unknown(name)
+        spec = getattr(importlib.import_module(module), "SPEC", None)
+        if spec is None or getattr(spec, "name", None) != name:
+            raise ValueError(f"{module} must set SPEC, a spec named {name!r} after its module")
+        dict.__setitem__(self, name, spec)
+        return spec
+
+
+@lru_cache(maxsize=None)
+def spec_stems(package: str) -> tuple[str, ...]:
+    """The entry modules of a spec package (relative to ``dssl``): its ``*.py`` but ``__init__`` and ``_*``."""
+    folder = Path(__file__).resolve().parent.joinpath(*package.split("."))
+    return tuple(sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_")))
+
+
 # The lazy registries: kind -> (package inside ``dssl``, the decorator that declares an entry). A package is
 # written relative to ``dssl``: a full module name in a string counts as an import for the code lineage
 # (``dssl.pipeline.codedeps``), and this module is imported by every stage.
 LAZY: dict[str, tuple[str, str]] = {
-    "method": ("methods", "register_method"),
     "backbone": ("models", "register_backbone"),
-    "strategy": ("federation.strategies", "register_strategy"),
     "protocol": ("evaluation", "register_protocol"),
     "mixing": ("topology.mixing_rules", "register_mixing"),
     "alignment": ("federation.alignments", "register_alignment"),

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import importlib
 import typing
-from dataclasses import MISSING, Field, fields
+from dataclasses import MISSING, Field, dataclass, fields
 from functools import lru_cache
 from typing import Any, Literal, get_args, get_origin
 
+from dssl.config.ranges import range_problems
+from dssl.registry import import_cpu
+
 __all__ = ["option_defaults", "option_keys", "required_options", "choices", "nested_options", "field_hint",
-           "implementation"]
+           "implementation", "Options", "EntrySpec", "option_problems"]
 
 
 def option_keys(config: type) -> tuple[str, ...]:
@@ -81,3 +84,54 @@ def implementation(module: str, attribute: str | None = None) -> Any:
     """Import ``dssl.<module>`` (given relative to ``dssl``) and return it, or its ``attribute``."""
     loaded = importlib.import_module(f"{__package__ or 'dssl'}.{module}")
     return loaded if attribute is None else getattr(loaded, attribute)
+
+
+def option_problems(config: Any) -> list[str]:
+    """``"<key>: <why>"`` for every value of a config instance outside its declaration: a number outside its
+    range (``dssl.config.ranges``), a ``Literal`` option not one of its values."""
+    problems = range_problems(config)
+    for key in option_keys(type(config)):
+        allowed = choices(type(config), key)
+        if allowed is not None and getattr(config, key) not in allowed:
+            problems.append(f"{key}: must be one of {', '.join(map(repr, allowed))}, got {getattr(config, key)!r}")
+    return problems
+
+
+class Options:
+    """Base of an entry's config dataclass: an instance built in code (a test, a benchmark, a stage from its
+    validated params) is checked against the same declaration the params validator reads, when it is made."""
+
+    def __post_init__(self) -> None:
+        problems = option_problems(self)
+        if problems:
+            raise ValueError(f"{type(self).__name__}: {'; '.join(problems)}")
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    """A registry entry declared once, torch-free: its ``params.yaml`` name, its options as a config dataclass
+    (an :class:`Options`: keys, types, defaults, ranges, and a docstring citing its paper with the paper's
+    defaults) and the code implementing it, ``"<module>:<attribute>"`` relative to ``dssl`` (``"methods.byol:BYOL"``),
+    imported only by :meth:`load`."""
+
+    name: str
+    config: type
+    code: str
+
+    @property
+    def module(self) -> str:
+        """The full name of the module implementing the entry (its code lineage)."""
+        return f"{__package__ or 'dssl'}.{self.code.partition(':')[0]}"
+
+    def load(self) -> Any:
+        """The implementing class or function, imported now (with the CPU as torch's default device). A class
+        is given the entry's name as its ``name``: the name is declared here, once."""
+        import_cpu(self.module)
+        loaded = getattr(importlib.import_module(self.module), self.code.partition(":")[2])
+        if isinstance(loaded, type):
+            loaded.name = self.name
+        return loaded
+
+    def options(self, values: dict[str, Any] | None = None) -> Any:
+        """The config of a params entry's values, the declared defaults for the rest (checked when made)."""
+        return self.config(**(values or {}))

@@ -11,7 +11,6 @@ import yaml
 from dssl.cli import main
 from dssl.config.checker import ParamsError
 from dssl.config.params import load_params, read_params, validate
-from dssl.config.methods import declared_methods, value_problem
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,11 +162,9 @@ def test_registry_names_match_the_validator() -> None:
     from dssl.config.lookups import backbone_families
     from dssl.config.sections import evaluate, training
     from dssl.evaluation import PROTOCOLS
-    from dssl.methods import METHODS
     from dssl.models import BACKBONES
     from dssl.models.vit import POOLS
 
-    assert set(declared_methods()) == set(METHODS)
     families = backbone_families()
     assert set(families) == set(BACKBONES)
     assert all(BACKBONES[name].family == family for name, family in families.items())
@@ -201,40 +198,15 @@ def test_vit_pool_is_one_of_the_vit_features(good: dict) -> None:
     assert "evaluate.vit_pool" not in problems_of(good)
 
 
-def test_method_declarations_read_from_source_match_the_registry() -> None:
-    import inspect
-
-    from dssl.methods import METHODS
-
-    for name, cls in METHODS.items():
-        declared = declared_methods()[name]
-        assert declared.hparam_names == tuple(cls.hparam_names()), name
-        signature = inspect.signature(cls.__init__).parameters
-        for hparam in declared.hparams:
-            default = signature[hparam.name].default
-            assert value_problem(default, hparam.annotation) is None, (name, hparam, default)
-
-
 def test_model_hyper_parameters_are_checked_before_any_stage_runs(good: dict) -> None:
     good["models"]["mae-vit"]["hparams"] = {"mask_ratoi": 0.5, "norm_pix_loss": "yes", "decoder_dim": 64}
     good["models"]["simsiam-cnn"]["hparams"] = {"predictor": 1}
     problems = {p.path: str(p) for p in validate(good, REPO)}
-    assert "method 'mae' has no hyper-parameter 'mask_ratoi'" in problems["models.mae-vit.hparams.mask_ratoi"]
+    assert "unknown key" in problems["models.mae-vit.hparams.mask_ratoi"]
     assert "mask_ratio" in problems["models.mae-vit.hparams.mask_ratoi"]   # the hint lists the accepted names
-    assert "'yes' is not bool" in problems["models.mae-vit.hparams.norm_pix_loss"]
+    assert "must be true or false, got 'yes'" in problems["models.mae-vit.hparams.norm_pix_loss"]
     assert "models.mae-vit.hparams.decoder_dim" not in problems
-    assert "1 is not bool" in problems["models.simsiam-cnn.hparams.predictor"]
-
-
-@pytest.mark.parametrize("value, annotation, fits", [
-    (0.5, "float", True), (1, "float", True), (True, "float", False), ("0.5", "float", False),
-    (None, "int | None", True), (3, "int | None", True), (3.0, "int | None", False),
-    ("v2", "Literal['v1', 'v2']", True), ("v3", "Literal['v1', 'v2']", False),
-    ([0.2, 1.0], "tuple[float, float]", True), ([0.2], "tuple[float, float]", False),
-    ([32, 64, 128], "Sequence[int]", True), ("x", "nn.Module", True),   # unreadable annotations pass
-])
-def test_hyper_parameter_values_against_annotations(value, annotation, fits) -> None:
-    assert (value_problem(value, annotation) is None) == fits
+    assert "must be true or false, got 1" in problems["models.simsiam-cnn.hparams.predictor"]
 
 
 def test_strategy_entries_are_checked_against_the_strategy_registry(good: dict) -> None:
@@ -261,25 +233,6 @@ def test_grid_strategies_run_in_their_framework(good: dict) -> None:
     assert problems["pretrain.fl.grids.table1.strategies[1]"] == ("strategy 'mixed' sets ['mixing'], "
                                                                   "which only DecL uses")
     assert problems["pretrain.decl.grids.fig2a.strategies[0]"] == "strategy 'ema' (fedema) runs in fl, not decl"
-
-
-def test_strategy_declarations_read_from_source_match_the_registry() -> None:
-    import subprocess
-    import sys
-
-    from dssl.config.strategies import declared_strategies
-    from dssl.federation import STRATEGIES, create_strategy
-
-    declared = declared_strategies()
-    assert set(declared) == set(STRATEGIES)
-    for name, cls in STRATEGIES.items():
-        assert list(declared[name].options) == cls.option_names(), name
-        assert declared[name].frameworks == tuple(cls.frameworks), name
-        built = create_strategy(name)   # the defaults it runs with are the ones read from the source
-        for option, default in declared[name].defaults:
-            assert built.hparams.get(option, default) == default, (name, option)
-    code = "import sys, dssl.config.params as p; p.load_params('params.yaml'); assert 'torch' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 
 def test_old_training_keys_are_rejected(good: dict) -> None:

@@ -49,7 +49,7 @@ def test_momentum_one_freezes_the_target_and_out_of_range_fails():
     after = steps(method)
     assert all(torch.equal(after[k], before[k]) for k in method.part_keys("target") if "running" not in k
                and "num_batches" not in k)
-    with pytest.raises(ValueError, match="momentum must be in"):
+    with pytest.raises(ValueError, match="momentum: must be <= 1"):
         byol(momentum=1.5)
 
 

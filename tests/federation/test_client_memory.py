@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from dssl.config.strategies.fedavg import FedAvgConfig
+from dssl.config.strategies.orchestra import OrchestraConfig
 from dssl.data.imageset import ArrayImageSet
 from dssl.federation import ClientData, DecLConfig, DecLSimulator, FLConfig, FLSimulator, OptimizerConfig
 from dssl.federation.strategies.base import LOCAL_MODEL
@@ -32,8 +34,8 @@ def moco():
 class Recording(FedAvg):
     """FedAvg that records each client's start state and upload, per round."""
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+    def __init__(self, config=FedAvgConfig()):
+        super().__init__(config)
         self.starts: dict[tuple[int, int], dict] = {}
         self.uploads: dict[tuple[int, int], dict] = {}
 
@@ -120,7 +122,7 @@ def test_orchestra_projection_memory_stays_with_its_client():
     torch.manual_seed(0)
     method = create_method("orchestra", "cnn_small", 8, 1, num_global_centroids=4, num_local_centroids=2,
                            memory_size=6, proj_hidden_dim=8, proj_output_dim=4)
-    strategy = RecordingOrchestra(server_steps=5)
+    strategy = RecordingOrchestra(OrchestraConfig(server_steps=5))
     simulator = simulate("fl", method, strategy, rounds=3)
     result = simulator.run()
     assert memory_keys(method) == ["memory"] and "memory" not in strategy.shared_keys

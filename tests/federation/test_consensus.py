@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from dssl.config.strategies.fedavg import FedAvgConfig
 from dssl.federation import ClientData, DecLConfig, DecLSimulator, OptimizerConfig
 from dssl.federation.strategies.fedavg import FedAvg
 from dssl.methods import create_method
@@ -21,8 +22,8 @@ OFFSETS = [0.0, 0.0, 3.0]  # client i starts from the initial model + OFFSETS[i]
 class Recording(FedAvg):
     """FedAvg that records the state each client starts its local training from."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, config: FedAvgConfig = FedAvgConfig()) -> None:
+        super().__init__(config)
         self.starts: dict[tuple[int, int], dict[str, torch.Tensor]] = {}
 
     def client_update_start(self, client_id, global_state, local_state, ctx):

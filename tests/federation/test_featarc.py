@@ -19,7 +19,6 @@ from dssl.federation.strategies.base import ClientContext, Upload
 from dssl.federation.strategies.featarc import (
     CLUSTER_SCORES,
     LOCAL_FEATURE_MODEL,
-    FeatARC,
     alignment_scores,
     feature_alignment_loss,
     most_joined,
@@ -50,7 +49,7 @@ def test_every_cluster_is_initialised_as_the_model_is_built():
     for seed in (0, 1):
         torch.manual_seed(seed)
         method = create_method("simclr", "resnet18_cifar", 8, 3, proj_hidden_dim=16, proj_output_dim=512)
-        strategy = FeatARC(num_clusters=2)
+        strategy = create_strategy("featarc", num_clusters=2)
         strategy.setup(method)
         clusters.append(strategy.initial_global_states({k: v.clone() for k, v in method.state_dict().items()}))
     kaiming = (2 / (64 * 9)) ** 0.5
@@ -81,7 +80,7 @@ def clients():
 
 def test_clients_join_the_cluster_of_highest_agreement_and_clusters_average_apart():
     method = simclr()
-    strategy = FeatARC(num_clusters=2)
+    strategy = create_strategy("featarc", num_clusters=2)
     simulator = FLSimulator(method, clients(), strategy,
                             FLConfig(rounds=2, batch_size=4, clients_per_round=2, seed=0,
                                      optimizer=OptimizerConfig(name="sgd", base_lr=0.5, weight_decay=0.0)))
@@ -140,7 +139,7 @@ def _context(data: ClientData, generator: torch.Generator) -> ClientContext:
 
 def test_client_loss_is_simclr_plus_the_weighted_term_and_only_the_client_model_gets_gradients():
     method = simclr(temperature=0.5)
-    strategy = FeatARC(align_weight=0.3)
+    strategy = create_strategy("featarc", align_weight=0.3)
     data = clients()[0]
     simulator = FLSimulator(method, [data], strategy, FLConfig(rounds=1, batch_size=4, clients_per_round=1))
     cluster = simulator.global_states[1]
@@ -179,12 +178,12 @@ def test_final_cluster_is_the_one_most_clients_joined_last_ties_to_the_lowest():
     assert most_joined({0: 1, 1: 0}, 2) == 0
     assert most_joined({4: 2}, 3) == 2
     assert most_joined({}, 2) == 0
-    strategy = FeatARC(num_clusters=3)
+    strategy = create_strategy("featarc", num_clusters=3)
     strategy.receive_uploads([Upload(0, 8, {}, model_index=2)], 0)
     strategy.receive_uploads([Upload(0, 8, {}, model_index=1), Upload(1, 8, {}, model_index=0)], 1)
     assert strategy.choices == {0: 1, 1: 0}  # a new round forgets the previous one's choices
     assert strategy.final_global_index([{}, {}, {}]) == 0
-    restored = FeatARC(num_clusters=3)
+    restored = create_strategy("featarc", num_clusters=3)
     restored.load_state_dict(strategy.state_dict())
     assert restored.final_global_index([{}, {}, {}]) == 0 and restored.choices == {0: 1, 1: 0}
 

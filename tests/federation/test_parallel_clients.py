@@ -10,7 +10,7 @@ import signal
 import pytest
 import torch
 
-from dssl.federation import STRATEGIES
+from dssl.config.strategies import STRATEGY_SPECS
 from dssl.federation.parallel import ClientTask, ClientWorkerError, check_worker_count, dumps, task_message
 from dssl.federation.state import StackedStates
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_every_strategy_is_covered():
-    assert {case[0] for case in CASES} == set(STRATEGIES)
+    assert {case[0] for case in CASES} == set(STRATEGY_SPECS.names())
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[4]}-{i}" for i, c in enumerate(CASES)])

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from dssl.config.methods import METHOD_SPECS
 from dssl.data.imageset import ArrayImageSet
 from dssl.federation import ClientData, DecLConfig, FLConfig, FLSimulator, create_strategy
 from dssl.federation.local import (
@@ -29,7 +30,7 @@ from dssl.federation.local import (
     build_optimizer,
     train_client,
 )
-from dssl.methods import METHODS, create_method
+from dssl.methods import create_method
 from dssl.training.determinism import configure_determinism
 
 BACKBONES = ("cnn_small", "vit_small")
@@ -212,7 +213,7 @@ def test_plain_step_is_the_original_loop_bit_for_bit():
     assert all(torch.equal(stepped[k], v) for k, v in reference.state_dict().items())
 
 
-@pytest.mark.parametrize("name", sorted(METHODS))
+@pytest.mark.parametrize("name", METHOD_SPECS.names())
 def test_every_method_steps_under_bf16_with_deterministic_kernels(name):
     """As the pipeline runs: deterministic kernels (strict) and bf16 autocast. Torch's deterministic
     index_put wants matching dtypes, so a method writing bf16 activations into fp32 memory (MoCo's queue)

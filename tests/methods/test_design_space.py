@@ -107,7 +107,7 @@ def test_moco_versions():
     assert [type(m).__name__ for m in v1.projector] == ["Linear"]
     assert len([m for m in v2.projector if isinstance(m, torch.nn.Linear)]) == 2
     assert create_method("moco", "cnn_small", 8, 1, version="v1", temperature=0.5).hparams["temperature"] == 0.5
-    with pytest.raises(ValueError, match="unknown MoCo version"):
+    with pytest.raises(ValueError, match="version: must be one of 'v1', 'v2', got 'v3'"):
         create_method("moco", "cnn_small", 8, 1, version="v3")
 
 
@@ -146,5 +146,5 @@ def test_paper_b_heads_and_augmentation_for_simsiam_and_simclr():
     assert default.hparams["proj_output_dim"] == 128 and default.hparams["heads"] == "simsiam"
     linear = create_method("simclr", "cnn_small", 8, 1, head="linear")
     assert [type(m) for m in linear.projector] == [nn.Linear] and linear.projector[0].out_features == 32
-    with pytest.raises(ValueError, match="unknown SimSiam heads"):
+    with pytest.raises(ValueError, match="heads: must be one of 'simsiam', 'fedssl', got 'byol'"):
         create_method("simsiam", "cnn_small", 8, 1, heads="byol")

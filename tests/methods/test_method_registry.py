@@ -1,9 +1,10 @@
-"""Every registered method on the small backbones: finite loss that backpropagates, shapes, names."""
+"""Every declared method on the small backbones: finite loss that backpropagates, shapes, names."""
 
 import pytest
 import torch
 
-from dssl.methods import METHODS, SSLMethod, create_method
+from dssl.config.methods import METHOD_SPECS
+from dssl.methods import SSLMethod, create_method
 
 PAIRS = [
     ("simsiam", "cnn_small"),
@@ -18,7 +19,7 @@ PAIRS = [
 
 
 def test_every_method_is_covered():
-    assert {name for name, _ in PAIRS} == set(METHODS)
+    assert {name for name, _ in PAIRS} == set(METHOD_SPECS.names())
 
 
 @pytest.mark.parametrize(("name", "backbone"), PAIRS)

@@ -1,26 +1,30 @@
-"""Adding a method is one module, and it re-runs no existing cell (issue: a change re-runs only what it touches).
+"""Adding a method is one module with its spec, and it re-runs no existing cell (issue: a change re-runs only what
+it touches).
 
-A copy of the sources gains ``methods/vicreg.py`` (a real VICReg, Bardes et al., ICLR 2022,
-https://arxiv.org/abs/2105.04906, on the shared Siamese machinery); every code manifest the default's stages
-depend on (per stage kind and per registry entry) is then byte-for-byte what it was, and the new module's own
-closure holds the shared machinery it builds on.
+A copy of the sources gains ``config/methods/vicreg.py`` (the spec: name, hyper-parameters, implementing class) and
+``methods/vicreg.py`` (a real VICReg, Bardes et al., ICLR 2022, https://arxiv.org/abs/2105.04906, on the shared
+Siamese machinery); every code manifest the default's stages depend on (per stage kind and per registry entry) is
+then byte-for-byte what it was, the new method's own closure holds the shared machinery it builds on, and in that
+copy a params entry ``method: vicreg`` validates and builds a method that trains.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from dssl.config.params import load_params
 from dssl.pipeline.catalogue import Catalogue, component_modules, used_components
 from dssl.pipeline.code import code_manifest
 from dssl.pipeline.codedeps import closure_files, import_closure
-from dssl.registry import declarations
+from dssl.registry import SpecRegistry, spec_stems
 
 REPO = Path(__file__).resolve().parents[2]
 
-VICREG = '''"""VICReg [0]: variance-invariance-covariance regularisation of two views' embeddings, no predictor,
-no target network. Coefficients as the paper's default: invariance 25, variance 25, covariance 1.
+VICREG_SPEC = '''"""VICReg's hyper-parameters (``models.<model>.hparams`` of ``method: vicreg``), declared once.
 
 References:
     [0] VICReg, 2022, https://arxiv.org/abs/2105.04906
@@ -28,15 +32,43 @@ References:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
+
+from dssl.config.methods import MethodSpec
+from dssl.config.ranges import Range
+from dssl.specs import Options
+
+
+@dataclass(frozen=True)
+class VICRegConfig(Options):
+    """VICReg [0]: the loss's coefficients, the paper's defaults: invariance 25, variance 25, covariance 1."""
+
+    invariance: Annotated[float, Range(0.0)] = 25.0
+    variance: Annotated[float, Range(0.0)] = 25.0
+    covariance: Annotated[float, Range(0.0)] = 1.0
+
+
+SPEC = MethodSpec("vicreg", VICRegConfig, "methods.vicreg:VICReg")
+'''
+
+VICREG = '''"""VICReg [0]: variance-invariance-covariance regularisation of two views' embeddings, no predictor,
+no target network.
+
+References:
+    [0] VICReg, 2022, https://arxiv.org/abs/2105.04906
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.methods.vicreg import VICRegConfig
 from dssl.methods.augment import FedSSLTransform
-from dssl.methods.base import register_method
 from dssl.methods.heads import FedSSLMLPHead
 from dssl.methods.siamese import SiameseMethod
 
@@ -64,23 +96,35 @@ class VICRegLoss(nn.Module):
         return invariance * F.mse_loss(p1, p2) + variance * spread + covariance * cov
 
 
-@register_method
 class VICReg(SiameseMethod):
     """VICReg [0] on paper B's projector (d-8d-4d), no predictor, no EMA target."""
 
-    name = "vicreg"
-
-    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, *,
-                 invariance: Annotated[float, Range(0.0)] = 25.0,
-                 variance: Annotated[float, Range(0.0)] = 25.0,
-                 covariance: Annotated[float, Range(0.0)] = 1.0) -> None:
+    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, config: VICRegConfig) -> None:
         del in_chans
         dim = encoder.feature_dim
-        hparams = dict(invariance=invariance, variance=variance, covariance=covariance, stop_gradient=False,
-                       ema_target=False, momentum=0.0, target_optimized=False)
+        hparams = dict(asdict(config), stop_gradient=False, ema_target=False, momentum=0.0, target_optimized=False)
         super().__init__(encoder, hparams, projector=FedSSLMLPHead(dim, 8 * dim, 4 * dim), predictor=None,
-                         criterion=VICRegLoss(invariance, variance, covariance),
+                         criterion=VICRegLoss(config.invariance, config.variance, config.covariance),
                          transform=FedSSLTransform(image_size, 0.08, 0.5))
+'''
+
+# Run in the copy: a params entry for VICReg validates, and the method it names builds and trains.
+USE_IT = '''
+from pathlib import Path
+import torch
+from dssl.config.params import read_params, validate
+from dssl.methods import create_method
+params = read_params("params.yaml")
+params["report"].pop("verdicts_elsewhere", None)   # records of other runs, kept in the repository
+params["models"]["vicreg-cnn"] = {"method": "vicreg", "backbone": "cnn_small", "hparams": {"covariance": 2.0}}
+assert validate(params, Path(".")) == [], validate(params, Path("."))
+params["models"]["vicreg-cnn"]["hparams"]["covariance"] = -1.0
+print([str(p) for p in validate(params, Path("."))])
+torch.manual_seed(0)
+method = create_method("vicreg", "cnn_small", 8, 1, covariance=2.0)
+loss = method.training_loss(torch.rand(8, 1, 8, 8))["loss"]
+loss.backward()
+print(method.name, method.hparams["covariance"], bool(torch.isfinite(loss)))
 '''
 
 
@@ -89,6 +133,11 @@ def _project_copy(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "src" / "dssl", project / "src" / "dssl",
                     ignore=shutil.ignore_patterns("__pycache__"))
     return project
+
+
+def _add_vicreg(project: Path) -> None:
+    (project / "src" / "dssl" / "config" / "methods" / "vicreg.py").write_text(VICREG_SPEC)
+    (project / "src" / "dssl" / "methods" / "vicreg.py").write_text(VICREG)
 
 
 def _closures(params: dict, project: Path) -> dict[str, list[Path]]:
@@ -107,25 +156,42 @@ def test_a_new_method_module_leaves_every_existing_manifest_as_it_was(tmp_path: 
     params = load_params(REPO / "params.yaml")
     project = _project_copy(tmp_path)
     before = _closures(params, project)
-    (project / "src" / "dssl" / "methods" / "vicreg.py").write_text(VICREG)
+    _add_vicreg(project)
     after = _closures(params, project)
     assert after == before   # no stage kind, method, backbone, strategy, protocol or rule moved
-    assert all(Path("dssl/methods/vicreg.py") not in files for files in after.values())
-    own = code_manifest("dssl.methods.vicreg", project)["files"]
-    assert {"src/dssl/methods/vicreg.py", "src/dssl/methods/siamese.py", "src/dssl/methods/base.py"} <= set(own)
-    assert not {"src/dssl/methods/byol.py", "src/dssl/methods/simsiam.py", "src/dssl/methods/mae.py"} & set(own)
+    new = {Path("dssl/methods/vicreg.py"), Path("dssl/config/methods/vicreg.py")}
+    assert all(not new & set(files) for files in after.values())
+    own = code_manifest(["dssl.config.methods.vicreg", "dssl.methods.vicreg"], project)["files"]
+    assert {"src/dssl/methods/vicreg.py", "src/dssl/config/methods/vicreg.py", "src/dssl/methods/siamese.py",
+            "src/dssl/methods/base.py"} <= set(own)
+    assert not {"src/dssl/methods/byol.py", "src/dssl/methods/simsiam.py", "src/dssl/methods/mae.py",
+                "src/dssl/config/methods/byol.py", "src/dssl/config/methods/simsiam.py"} & set(own)
 
 
-def test_the_registry_finds_a_method_by_its_declaration_alone(tmp_path: Path, monkeypatch) -> None:
-    # the declaration is read from the module's syntax tree: the name is known without importing torch code
-    folder = tmp_path / "dssl" / "methods"
+def test_the_new_method_validates_builds_and_trains_in_the_copy(tmp_path: Path) -> None:
+    project = _project_copy(tmp_path)
+    _add_vicreg(project)
+    shutil.copy(REPO / "params.yaml", project / "params.yaml")
+    env = {**os.environ, "PYTHONPATH": str(project / "src")}
+    run = subprocess.run([sys.executable, "-c", USE_IT], cwd=project, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    refused, built = run.stdout.splitlines()[-2:]
+    assert "models.vicreg-cnn.hparams.covariance: must be >= 0, got -1.0" in refused
+    assert built == "vicreg 2.0 True"
+
+
+def test_the_registry_finds_a_method_by_its_spec_module_alone(tmp_path: Path, monkeypatch) -> None:
+    # the names are the spec modules' stems: listing them imports nothing, neither spec nor torch code
+    folder = tmp_path / "dssl" / "config" / "methods"
     folder.mkdir(parents=True)
-    (folder / "vicreg.py").write_text(VICREG)
+    (folder / "vicreg.py").write_text(VICREG_SPEC)
+    (folder / "_shared.py").write_text("")   # a helper several specs share is no entry
     import dssl.registry as registry
 
     monkeypatch.setattr(registry, "__file__", str(tmp_path / "dssl" / "registry.py"))
-    declarations.cache_clear()
+    spec_stems.cache_clear()
     try:
-        assert registry.declared_names("methods", "register_method") == {"vicreg": "vicreg"}
+        assert SpecRegistry("method", "config.methods").names() == ["vicreg"]
     finally:
-        declarations.cache_clear()
+        spec_stems.cache_clear()

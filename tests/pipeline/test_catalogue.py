@@ -130,7 +130,9 @@ def test_a_component_of_several_entries_hashes_the_union_of_their_closures() -> 
     assert component_terms("protocol/knn+linear_probe_10pct") == [("protocol", "knn"),
                                                                   ("protocol", "linear_probe_10pct")]
     assert component_terms("strategy/fedmar+alignment/cosine") == [("strategy", "fedmar"), ("alignment", "cosine")]
-    assert component_modules("strategy/fedmar+alignment/cosine") == ["dssl.federation.strategies.mar",
+    # a strategy's code is its spec module and its implementation (fedmar and decmar share mar.py)
+    assert component_modules("strategy/fedmar+alignment/cosine") == ["dssl.config.strategies.fedmar",
+                                                                     "dssl.federation.strategies.mar",
                                                                      "dssl.federation.alignments.cosine"]
     files = set(closure_files(component_modules("protocol/knn+linear_probe_10pct")))
     assert files == set(closure_files("dssl.evaluation.knn")) | set(closure_files("dssl.evaluation.few_shot"))
@@ -149,10 +151,13 @@ def test_no_stage_computes_with_the_catalogue() -> None:
 def test_no_stage_kind_imports_a_registry_entry_module() -> None:
     # methods, backbones and strategies load lazily by name: a kind's shared code holds none of them, so an
     # edit of one re-runs only the cells that use it (their manifests, ``<registry>/<name>.json``)
+    from dssl.pipeline.catalogue import SPEC_REGISTRIES
     from dssl.registry import LAZY, declared_names, module_name
 
     entries = {module_name(package, stem) for package, decorator in LAZY.values()
                for stem in declared_names(package, decorator).values()}
+    entries |= {module for registry in SPEC_REGISTRIES.values() for name in registry.names()
+                for module in registry.modules_of(name)}   # each entry's spec module and its implementation
     assert {"dssl.methods.byol", "dssl.models.vit", "dssl.federation.strategies.fedema", "dssl.evaluation.finetune",
             "dssl.topology.mixing_rules.push_sum", "dssl.federation.alignments.cosine"} <= entries
     for kind in KINDS:

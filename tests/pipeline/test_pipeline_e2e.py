@@ -251,15 +251,18 @@ def check_code_lineage(dvc_root: Path, params: dict) -> None:
     assert _edit_code(dvc_root, "dssl.federation.strategies.fedema", "\n_EDITED = 1\n") == set()
     run(["dvc", "repro", "--single-item", "code"], dvc_root)
     assert dvc_status(dvc_root) == set()
-    new_method = dvc_root / "src/dssl/methods/added_method.py"
-    new_method.write_text("from dssl.methods.base import register_method\n"
-                          "from dssl.methods.simsiam import SimSiam\n\n\n"
-                          "@register_method\nclass Added(SimSiam):\n    name = 'added_method'\n")
+    new_method = dvc_root / "src/dssl/methods/added_method.py"   # a method is its module and its spec's
+    new_spec = dvc_root / "src/dssl/config/methods/added_method.py"
+    new_method.write_text("from dssl.methods.simsiam import SimSiam\n\n\nclass Added(SimSiam):\n    pass\n")
+    new_spec.write_text("from dssl.config.methods import MethodSpec\n"
+                        "from dssl.config.methods.simsiam import SimSiamConfig\n\n"
+                        "SPEC = MethodSpec('added_method', SimSiamConfig, 'methods.added_method:Added')\n")
     try:
         run(["dvc", "repro", "--single-item", "code"], dvc_root)
         assert dvc_status(dvc_root) == set()
     finally:
         new_method.unlink()
+        new_spec.unlink()
         run(["dvc", "repro", "--single-item", "code"], dvc_root)
     assert dvc_status(dvc_root) == set()
 

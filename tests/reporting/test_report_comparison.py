@@ -234,8 +234,8 @@ def test_fedema_against_stand_alone_clients_with_the_central_model_as_a_referenc
     ctx.strategies = {"fedema": {"name": "fedema", "aggregation": "data_size"},
                       "fedssl": {"name": "fedssl", "aggregation": "data_size"}}
     text = create_section("fedema", options).render(ctx).markdown
-    assert "fedema = fedema (aggregation=data_size, scaler=auto, tau=0.7, ema_lambda=0.8, divergence=paper, " \
-           "skipped=restart)" in text   # the defaults it ran with, as the strategy declares them
+    assert "fedema = fedema (aggregation=data_size, divergence=paper, scaler=auto, tau=0.7, ema_lambda=0.8, " \
+           "skipped=restart)" in text   # the defaults it ran with, as the strategy's spec declares them
     assert "read on the norm paper B's code tuned them on" in text
 
 

@@ -1,9 +1,9 @@
 """The numeric options of params sections that no torch-free class of their own declares, each with its
 range (``dssl.config.ranges``): training schedules and optimizer recipes, pretraining, improved graphs, and
 the theory model. The section validators take their keys and ranges from here; methods and strategies declare
-theirs in their constructors, evaluation protocols in ``dssl.evaluation.configs``, datasets, partition schemes
-and topologies in their specs (``dssl.data.dataset_specs``, ``dssl.data.partition_specs``,
-``dssl.topology.topology_specs``).
+theirs in their specs (``dssl.config.methods``, ``dssl.config.strategies``), evaluation protocols in
+``dssl.evaluation.configs``, datasets, partition schemes and topologies in their specs
+(``dssl.data.dataset_specs``, ``dssl.data.partition_specs``, ``dssl.topology.topology_specs``).
 
 Paper A: Chen et al., ICLR 2026 (https://openreview.net/forum?id=c3yt5VSZPQ); paper B: Zhuang et al.,
 ICLR 2022 (https://arxiv.org/abs/2204.04385). Upper bounds are far above either paper's scale: they catch

@@ -1,10 +1,10 @@
 """Valid ranges of numeric options, declared once, where the option is declared.
 
-An option carries its range in its annotation: ``mask_ratio: Annotated[float, Range(0.0, 1.0, high_open=True)]``
-in a method's or a strategy's constructor, ``rounds: Annotated[int, Range(1, 100_000)]`` in a dataclass of
-params options. ``Annotated`` is transparent at run time (the constructor still takes a float), and the
-params validator reads the same declaration: from the syntax tree for constructors, whose modules import
-torch (``range_in_source``), and from the type hints for torch-free dataclasses (``declared_options``).
+An option carries its range in its annotation, a field of a torch-free config dataclass:
+``mask_ratio: Annotated[float, Range(0.0, 1.0, high_open=True)]`` in a method's spec (``dssl.config.methods``),
+``rounds: Annotated[int, Range(1, 100_000)]`` in a section's options. ``Annotated`` is transparent at run time
+(the field still holds a float); the params validator reads the declaration from the type hints
+(``declared_options``), and an instance built in code checks itself against it (``range_problems``).
 The base type says integer or float (``int``: a whole number; ``float``: any finite number; ``| None``:
 ``null`` allowed, e.g. "derive it from the backbone"); for a tuple or a list of numbers the range holds
 for every element. Standard library only: it runs in every stage and at Snakemake's parse time.
@@ -12,7 +12,6 @@ for every element. Standard library only: it runs in every stage and at Snakemak
 
 from __future__ import annotations
 
-import ast
 import math
 import types
 import typing
@@ -20,7 +19,7 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Annotated, Any, Union, get_args, get_origin
 
-__all__ = ["Range", "NumericOption", "declared_options", "range_in_source", "number_problem", "range_problems",
+__all__ = ["Range", "NumericOption", "declared_options", "number_problem", "range_problems",
            "allows_none"]
 
 
@@ -135,26 +134,3 @@ def _is_integer(base: Any) -> bool:
 def allows_none(base: Any) -> bool:
     """Whether a type hint (``float | None``, ``Optional[int]``) admits ``None``: a params value may be null."""
     return type(None) in _members(base)
-
-
-def range_in_source(annotation: str | None) -> tuple[str | None, NumericOption | None]:
-    """``(base annotation, option)`` of an annotation's source text: ``"Annotated[float, Range(0.0, 1.0)]"``
-    gives ``("float", <float option in [0, 1]>)``; an annotation without a ``Range`` gives ``(itself, None)``.
-    Read from the syntax tree, so the module declaring it is never imported."""
-    if annotation is None:
-        return None, None
-    node = ast.parse(annotation, mode="eval").body
-    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "Annotated"
-            and isinstance(node.slice, ast.Tuple)):
-        return annotation, None
-    base, *extras = node.slice.elts
-    calls = [e for e in extras if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "Range"]
-    if not calls:
-        return ast.unparse(base), None
-    call = calls[0]
-    declared = Range(*[ast.literal_eval(a) for a in call.args],
-                     **{k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg})
-    names = {n.id for n in ast.walk(base) if isinstance(n, ast.Name)}
-    integer = "float" not in names and "int" in names
-    optional = any(isinstance(n, ast.Constant) and n.value is None for n in ast.walk(base))
-    return ast.unparse(base), NumericOption(integer, optional, declared)

@@ -6,7 +6,7 @@ from dssl.federation.decl import DECL_ORDERS, DecLConfig, DecLSimulator
 from dssl.federation.fl import FLConfig, FLSimulator, make_schedule
 from dssl.federation.run_result import RunResult
 from dssl.federation.state import StackedStates, weighted_average
-from dssl.federation.strategies import STRATEGIES, ClientContext, Strategy, Upload, create_strategy, register_strategy
+from dssl.federation.strategies import ClientContext, Strategy, Upload, create_strategy
 
 __all__ = [
     "CheckpointMismatchError",
@@ -19,13 +19,11 @@ __all__ = [
     "FLSimulator",
     "OptimizerConfig",
     "RunResult",
-    "STRATEGIES",
     "StackedStates",
     "Strategy",
     "Upload",
     "clients_from_partition",
     "create_strategy",
     "make_schedule",
-    "register_strategy",
     "weighted_average",
 ]

@@ -115,8 +115,9 @@ class Simulator:
             raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, got {on_mismatch!r}")
         if not clients:
             raise ValueError("no clients")
-        if self.kind not in strategy.frameworks:
-            raise ValueError(f"strategy {strategy.name!r} runs in {', '.join(strategy.frameworks)}, not {self.kind}")
+        frameworks = strategy.spec.frameworks
+        if self.kind not in frameworks:
+            raise ValueError(f"strategy {strategy.name!r} runs in {', '.join(frameworks)}, not {self.kind}")
         self.method = method
         self.clients = list(clients)
         self.strategy = strategy

@@ -1,4 +1,4 @@
-"""The contract every SSL method meets, and the method registry.
+"""The contract every SSL method meets, and the factory that builds a method from its spec.
 
 The training engine relies on:
 - ``training_loss(images)`` with a float batch [B, C, H, W] in [0, 1] (already client-augmented):
@@ -12,22 +12,22 @@ The training engine relies on:
 - ``part_keys(part)``: the state keys of one part of the Siamese model (paper B's framework):
   ``online`` (encoder + projector), ``predictor``, ``target`` (EMA target) or ``memory`` (queue);
 - ``after_optimizer_step()``: called after every optimiser step (EMA targets update here);
-- ``name``: the registry key, as in ``params.yaml``.
+- ``name``: the method's name in ``params.yaml``, given to the class by its spec (``dssl.config.methods``).
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, TypeVar
+from typing import Any, ClassVar, Mapping
 
 import torch
 from torch import nn
 
+from dssl.config.methods import METHOD_SPECS  # standard library only
 from dssl.models.backbones import create_backbone
-from dssl.registry import Registry
+from dssl.specs import option_keys
 
 
 @dataclass
@@ -48,9 +48,10 @@ class LossOutput:
 class SSLMethod(nn.Module, ABC):
     """Base of the SSL methods: an ``encoder`` plus method-specific heads, loss and view transform.
 
-    Subclasses set ``name`` and implement :meth:`compute_loss`; their hyper-parameters are
-    keyword-only constructor arguments (``None`` = derive the default from the backbone) and the
-    resolved values are kept in ``hparams`` for logging. ``local_modules`` names the submodules
+    Subclasses implement :meth:`compute_loss` and take their hyper-parameters as one config dataclass,
+    declared in the method's spec module (``dssl.config.methods.<name>``; ``None`` = derive the value from
+    the backbone); the resolved values are kept in ``hparams`` for logging. The spec gives the class its
+    ``name`` when it loads it. ``local_modules`` names the submodules
     whose state a federation strategy may optionally keep on the client (the predictor: paper B's
     "keep local knowledge"). ``target_sources`` maps each EMA target submodule to the online
     submodule it follows (BYOL's target, MoCo's key networks) and ``memory_modules`` names other
@@ -141,39 +142,27 @@ class SSLMethod(nn.Module, ABC):
     def after_optimizer_step(self) -> None:
         """Hook called by the engine after every optimiser step; EMA-target methods update here."""
 
-    @classmethod
-    def hparam_names(cls) -> list[str]:
-        """The keyword-only constructor arguments, i.e. the accepted ``params.yaml`` hyper-parameters."""
-        params = inspect.signature(cls.__init__).parameters.values()
-        return [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
-
-
-M = TypeVar("M", bound=type[SSLMethod])
-
-METHODS: Registry[type[SSLMethod]] = Registry.lazy("method")
-
-
-def register_method(cls: M) -> M:
-    """Class decorator: register an :class:`SSLMethod` subclass under its ``name``."""
-    METHODS.register(cls.name)(cls)
-    return cls
-
 
 def create_method(
     name: str, backbone: str, image_size: int, in_chans: int, **hparams: Any
 ) -> SSLMethod:
     """Build method ``name`` on a fresh ``backbone`` for ``image_size`` px, ``in_chans``-channel images.
 
-    Unknown method or backbone names raise an ``UnknownNameError`` (a KeyError and ValueError)
-    listing the known ones; unknown hyper-parameters raise a ValueError listing the accepted ones.
+    The method's spec (``METHOD_SPECS``) declares the accepted hyper-parameters; the values become its
+    config, checked when it is made, and only then is the method's module imported. Unknown method or
+    backbone names raise an ``UnknownNameError`` (a KeyError and ValueError) listing the known ones; unknown
+    hyper-parameters raise a ValueError listing the accepted ones; a value outside its declaration a
+    ValueError naming it.
     """
-    cls = METHODS[name]
-    accepted = cls.hparam_names()
+    spec = METHOD_SPECS[name]
+    accepted = list(option_keys(spec.config))
     unknown = sorted(set(hparams) - set(accepted))
     if unknown:
         raise ValueError(f"method {name!r} has no hyper-parameter {unknown}; accepted: {accepted}")
+    config = spec.options(hparams)
+    cls = spec.load()
     encoder = create_backbone(backbone, image_size, in_chans)
-    method = cls(encoder, image_size, in_chans, **hparams)
+    method = cls(encoder, image_size, in_chans, config)
     method.build_args = (name, backbone, image_size, in_chans, dict(hparams))   # for ``rebuild_method``
     return method
 

@@ -19,15 +19,14 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.methods.byol import BYOLConfig
 from dssl.methods.augment import FedSSLTransform
-from dssl.methods.base import register_method
 from dssl.methods.heads import FedSSLMLPHead
 from dssl.methods.siamese import SiameseMethod
 
@@ -67,57 +66,27 @@ class BYOLLoss(nn.Module):
 BYOLTransform = FedSSLTransform  # paper B uses one augmentation for all its methods
 
 
-@register_method
 class BYOL(SiameseMethod):
     """BYOL [0]: online encoder + projector + predictor against an EMA target encoder + projector
     (:class:`~dssl.methods.siamese.SiameseMethod`; the engine's ``after_optimizer_step`` moves the
-    target by ``momentum``). ``stop_gradient=False`` differentiates the target branch: with an EMA
-    target its parameters become trainable (the optimiser steps them, then the EMA pulls them toward
-    the online network); without one the gradient flows into the online network through both branches.
-    ``momentum`` is paper B's [1] constant 0.99 (BYOL's 0.996 -> 1 schedule is not used).
+    target by ``momentum``, paper B's [1] constant: BYOL's 0.996 -> 1 schedule is not used). Without
+    stop-gradient the target branch is differentiated: with an EMA target its parameters become trainable
+    (the optimiser steps them, then the EMA pulls them toward the online network); without one the gradient
+    flows into the online network through both branches. Options: :class:`BYOLConfig`.
     """
 
-    name = "byol"
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        image_size: int,
-        in_chans: int,
-        *,
-        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        pred_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        momentum: Annotated[float, Range(0.0, 1.0)] = 0.99,
-        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.08,
-        predictor: bool = True,
-        stop_gradient: bool = True,
-        ema_target: bool = True,
-        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
-        target_optimized: bool = True,
-    ) -> None:
+    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, config: BYOLConfig) -> None:
         del in_chans
         dim = encoder.feature_dim
-        proj_hidden_dim = proj_hidden_dim or 8 * dim
-        proj_output_dim = proj_output_dim or 4 * dim
-        pred_hidden_dim = pred_hidden_dim or proj_hidden_dim
-        hparams = dict(
-            proj_hidden_dim=proj_hidden_dim,
-            proj_output_dim=proj_output_dim,
-            pred_hidden_dim=pred_hidden_dim,
-            momentum=momentum,
-            crop_min_scale=crop_min_scale,
-            predictor=bool(predictor),
-            stop_gradient=bool(stop_gradient),
-            ema_target=bool(ema_target),
-            flip_p=flip_p,
-            target_optimized=bool(target_optimized),
-        )
+        proj_hidden_dim = config.proj_hidden_dim or 8 * dim
+        c = replace(config, proj_hidden_dim=proj_hidden_dim, proj_output_dim=config.proj_output_dim or 4 * dim,
+                    pred_hidden_dim=config.pred_hidden_dim or proj_hidden_dim)
         super().__init__(
             encoder,
-            hparams,
-            projector=BYOLProjectionHead(dim, proj_hidden_dim, proj_output_dim),
-            predictor=BYOLPredictionHead(proj_output_dim, pred_hidden_dim, proj_output_dim) if predictor else None,
-            criterion=BYOLLoss(stop_gradient),
-            transform=BYOLTransform(image_size, crop_min_scale, flip_p),
+            asdict(c),
+            projector=BYOLProjectionHead(dim, c.proj_hidden_dim, c.proj_output_dim),
+            predictor=BYOLPredictionHead(c.proj_output_dim, c.pred_hidden_dim, c.proj_output_dim)
+            if c.predictor else None,
+            criterion=BYOLLoss(c.stop_gradient),
+            transform=BYOLTransform(image_size, c.crop_min_scale, c.flip_p),
         )

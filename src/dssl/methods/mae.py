@@ -17,18 +17,17 @@ References:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Annotated
+from dataclasses import asdict, dataclass, replace
 
 import torch
 from timm.layers import LayerNorm
 from timm.models.vision_transformer import Block
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.methods.mae import MAEConfig
 from dssl.data.views import rand_uniform
 from dssl.methods.augment import ViewTransform
-from dssl.methods.base import LossOutput, SSLMethod, register_method
+from dssl.methods.base import LossOutput, SSLMethod
 from dssl.models.vit import require_vit, sincos_2d_pos_embed
 
 
@@ -163,49 +162,23 @@ class MAETransform(ViewTransform):
         super().__init__(image_size, crop_scale=(crop_min_scale, 1.0), flip_p=flip_p)
 
 
-@register_method
 class MAE(SSLMethod):
     """MAE [0] on a ViT [2] backbone; ``representation`` = mean of the encoded visible tokens of a masked
-    view (paper A's [1] z for MAR: one embedding per image). Sizes and defaults: see the module."""
+    view (paper A's [1] z for MAR: one embedding per image). Sizes and defaults: see the module and
+    :class:`MAEConfig`."""
 
-    name = "mae"
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        image_size: int,
-        in_chans: int,
-        *,
-        mask_ratio: Annotated[float, Range(0.0, 1.0, low_open=True, high_open=True)] = 0.75,
-        decoder_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        decoder_depth: Annotated[int, Range(1, 64)] = 1,
-        decoder_heads: Annotated[int | None, Range(1, 1024)] = None,
-        norm_pix_loss: bool = False,
-        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.2,
-        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
-    ) -> None:
+    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, config: MAEConfig) -> None:
         vit = require_vit(encoder, self.name, alternative="mae_cnn")
-        decoder_dim = decoder_dim or (128 if vit.embed_dim >= 192 else 64)
-        decoder_heads = decoder_heads or decoder_dim // 8
-        super().__init__(
-            vit,
-            dict(
-                mask_ratio=mask_ratio,
-                decoder_dim=decoder_dim,
-                decoder_depth=decoder_depth,
-                decoder_heads=decoder_heads,
-                norm_pix_loss=norm_pix_loss,
-                crop_min_scale=crop_min_scale,
-                flip_p=flip_p,
-            ),
-        )
-        self.mask_ratio = mask_ratio
+        decoder_dim = config.decoder_dim or (128 if vit.embed_dim >= 192 else 64)
+        c = replace(config, decoder_dim=decoder_dim, decoder_heads=config.decoder_heads or decoder_dim // 8)
+        super().__init__(vit, asdict(c))
+        self.mask_ratio = c.mask_ratio
         patch_dim = vit.patch_size**2 * in_chans
         self.decoder = MAEDecoder(
-            vit.grid_size, vit.embed_dim, patch_dim, decoder_dim, decoder_depth, decoder_heads
+            vit.grid_size, vit.embed_dim, patch_dim, c.decoder_dim, c.decoder_depth, c.decoder_heads
         )
-        self.criterion = MAELoss(norm_pix_loss)
-        self.transform = MAETransform(image_size, crop_min_scale, flip_p)
+        self.criterion = MAELoss(c.norm_pix_loss)
+        self.transform = MAETransform(image_size, c.crop_min_scale, c.flip_p)
 
     def random_mask(self, images: torch.Tensor, generator: torch.Generator | None = None) -> PatchMask:
         """A fresh per-sample patch mask at ``mask_ratio`` for this batch."""

@@ -17,14 +17,14 @@ References:
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
-from dssl.methods.base import LossOutput, SSLMethod, register_method, require_feature_map
+from dssl.config.methods.mae_cnn import MAECNNConfig
+from dssl.methods.base import LossOutput, SSLMethod, require_feature_map
 from dssl.methods.mae import MAETransform, random_patch_mask
 
 
@@ -83,42 +83,20 @@ class MaskedPixelMSELoss(nn.Module):
         return squared / (pixel_mask.sum() * pred.shape[1]).clamp(min=1)
 
 
-@register_method
 class MAECNN(SSLMethod):
-    """Paper A's [1] MAE [0] for CNN encoders; ``representation`` = pooled encoder features of a masked view."""
+    """Paper A's [1] MAE [0] for CNN encoders; ``representation`` = pooled encoder features of a masked view.
+    Options: :class:`MAECNNConfig`."""
 
-    name = "mae_cnn"
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        image_size: int,
-        in_chans: int,
-        *,
-        mask_ratio: Annotated[float, Range(0.0, 1.0, low_open=True, high_open=True)] = 0.75,
-        mask_patch_size: Annotated[int | None, Range(1, 1024)] = None,
-        decoder_width: Annotated[int | None, Range(1, 65_536)] = None,
-        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.2,
-        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
-    ) -> None:
+    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, config: MAECNNConfig) -> None:
         cnn = require_feature_map(encoder, self.name, alternative="mae")
-        mask_patch_size = mask_patch_size or default_mask_patch_size(image_size)
-        decoder_width = decoder_width or cnn.feature_dim // 2
-        super().__init__(
-            cnn,
-            dict(
-                mask_ratio=mask_ratio,
-                mask_patch_size=mask_patch_size,
-                decoder_width=decoder_width,
-                crop_min_scale=crop_min_scale,
-                flip_p=flip_p,
-            ),
-        )
-        self.mask_ratio = mask_ratio
-        self.mask_patch_size = mask_patch_size
-        self.decoder = MAECNNDecoder(cnn.feature_dim, in_chans, cnn.feature_stride, decoder_width)
+        c = replace(config, mask_patch_size=config.mask_patch_size or default_mask_patch_size(image_size),
+                    decoder_width=config.decoder_width or cnn.feature_dim // 2)
+        super().__init__(cnn, asdict(c))
+        self.mask_ratio = c.mask_ratio
+        self.mask_patch_size = c.mask_patch_size
+        self.decoder = MAECNNDecoder(cnn.feature_dim, in_chans, cnn.feature_stride, c.decoder_width)
         self.criterion = MaskedPixelMSELoss()
-        self.transform = MAETransform(image_size, crop_min_scale, flip_p)
+        self.transform = MAETransform(image_size, c.crop_min_scale, c.flip_p)
 
     def random_pixel_mask(
         self, images: torch.Tensor, generator: torch.Generator | None = None

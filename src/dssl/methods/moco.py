@@ -36,15 +36,15 @@ References:
 from __future__ import annotations
 
 import copy
-from typing import Annotated
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.methods.moco import MoCoConfig
 from dssl.methods.augment import FedSSLTransform
-from dssl.methods.base import LossOutput, SSLMethod, ema_update, register_method
+from dssl.methods.base import LossOutput, SSLMethod, ema_update
 from dssl.methods.heads import FedSSLMLPHead, mlp_layers
 
 
@@ -80,85 +80,39 @@ class InfoNCELoss(nn.Module):
 MoCoTransform = FedSSLTransform  # paper B uses one augmentation for all its methods
 
 
-@register_method
 class MoCo(SSLMethod):
-    """MoCo [0, 1]: query encoder + head, momentum key encoder + head, a FIFO queue of past keys. Defaults: queue
-    32 x d/4 and ``momentum`` 0.99 (paper B [2]), which differ from MoCo's 65536 and 0.999.
-
-    ``version``: ``v2`` (MLP head, temperature 0.2; the default) or ``v1`` (linear head, 0.07);
-    ``temperature`` overrides the version's. The engine calls :meth:`after_optimizer_step`, which
-    moves the key networks by ``momentum``. Key networks and queue are per-client memory
-    (``target_sources``, ``memory_modules``): every strategy keeps them on the client.
+    """MoCo [0, 1]: query encoder + head, momentum key encoder + head, a FIFO queue of past keys; ``version`` v2
+    (MLP head) or v1 (linear head), sizes and paper B's [2] departures: :class:`MoCoConfig`. The engine calls
+    :meth:`after_optimizer_step`, which moves the key networks by ``momentum``. Key networks and queue are
+    per-client memory (``target_sources``, ``memory_modules``): every strategy keeps them on the client.
     """
 
-    name = "moco"
     target_sources = {"key_encoder": "encoder", "key_projector": "projector"}
     memory_modules = ("queue", "queue_ptr")
 
-    def __init__(
-        self,
-        encoder: nn.Module,
-        image_size: int,
-        in_chans: int,
-        *,
-        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        queue_size: Annotated[int | None, Range(1, 1_048_576)] = None,
-        momentum: Annotated[float, Range(0.0, 1.0)] = 0.99,
-        temperature: Annotated[float | None, Range(0.0, low_open=True)] = None,
-        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.08,
-        version: str = "v2",
-        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
-        symmetric: bool = False,
-        head_bn: bool = False,
-        jitter_strength: Annotated[float, Range(0.0)] = 1.0,
-        reset_key_encoder: bool = False,
-        reset_queue: bool = False,
-    ) -> None:
+    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, config: MoCoConfig) -> None:
         del in_chans
-        if version not in MOCO_VERSIONS:
-            raise ValueError(f"unknown MoCo version {version!r}; known: {', '.join(MOCO_VERSIONS)}")
-        if head_bn and version != "v2":
-            raise ValueError("head_bn adds BN to MoCo v2's MLP head; v1's head is one Linear layer")
-        if not jitter_strength >= 0:
-            raise ValueError(f"jitter_strength must be >= 0, got {jitter_strength}")
-        temperature = MOCO_VERSIONS[version] if temperature is None else temperature
         dim = encoder.feature_dim
-        proj_hidden_dim = proj_hidden_dim or dim
-        proj_output_dim = proj_output_dim or dim // 4
-        queue_size = queue_size or 32 * proj_output_dim
-        super().__init__(
-            encoder,
-            dict(
-                proj_hidden_dim=proj_hidden_dim,
-                proj_output_dim=proj_output_dim,
-                queue_size=queue_size,
-                momentum=momentum,
-                temperature=temperature,
-                crop_min_scale=crop_min_scale,
-                version=version,
-                flip_p=flip_p,
-                symmetric=bool(symmetric),
-                head_bn=bool(head_bn),
-                jitter_strength=float(jitter_strength),
-                reset_key_encoder=bool(reset_key_encoder),
-                reset_queue=bool(reset_queue),
-            ),
-        )
-        self.momentum = momentum
-        self.symmetric = bool(symmetric)
-        if version == "v1":
-            self.projector: nn.Module = nn.Sequential(nn.Linear(dim, proj_output_dim))
-        elif head_bn:
-            self.projector = FedSSLMLPHead(dim, proj_hidden_dim, proj_output_dim)
+        proj_output_dim = config.proj_output_dim or dim // 4
+        c = replace(config, proj_hidden_dim=config.proj_hidden_dim or dim, proj_output_dim=proj_output_dim,
+                    queue_size=config.queue_size or 32 * proj_output_dim,
+                    temperature=MOCO_VERSIONS[config.version] if config.temperature is None else config.temperature,
+                    jitter_strength=float(config.jitter_strength))
+        super().__init__(encoder, asdict(c))
+        self.momentum = c.momentum
+        self.symmetric = bool(c.symmetric)
+        if c.version == "v1":
+            self.projector: nn.Module = nn.Sequential(nn.Linear(dim, c.proj_output_dim))
+        elif c.head_bn:
+            self.projector = FedSSLMLPHead(dim, c.proj_hidden_dim, c.proj_output_dim)
         else:
-            self.projector = MoCoProjectionHead(dim, proj_hidden_dim, proj_output_dim)
+            self.projector = MoCoProjectionHead(dim, c.proj_hidden_dim, c.proj_output_dim)
         self.key_encoder = copy.deepcopy(encoder).requires_grad_(False)
         self.key_projector = copy.deepcopy(self.projector).requires_grad_(False)
-        self.register_buffer("queue", F.normalize(torch.randn(proj_output_dim, queue_size), dim=0))
+        self.register_buffer("queue", F.normalize(torch.randn(c.proj_output_dim, c.queue_size), dim=0))
         self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
-        self.criterion = InfoNCELoss(temperature)
-        self.transform = MoCoTransform(image_size, crop_min_scale, flip_p, jitter_strength)
+        self.criterion = InfoNCELoss(c.temperature)
+        self.transform = MoCoTransform(image_size, c.crop_min_scale, c.flip_p, config.jitter_strength)
 
     def compute_loss(
         self, images: torch.Tensor, generator: torch.Generator | None = None

@@ -36,20 +36,19 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.methods.orchestra import OrchestraConfig
 from dssl.methods.augment import ViewTransform
-from dssl.methods.base import LossOutput, SSLMethod, ema_update, make_ema_target, register_method
+from dssl.methods.base import LossOutput, SSLMethod, ema_update, make_ema_target
 from dssl.methods.heads import mlp_layers
 from dssl.methods.sinkhorn import sinkhorn_knopp
 
 ROTATIONS = 4  # 0, 90, 180, 270 degrees
-TARGET_ASSIGNMENTS = ("softmax", "sinkhorn")
 
 
 class OrchestraProjectionHead(nn.Sequential):
@@ -114,11 +113,9 @@ def local_clustering(memory: torch.Tensor, num_centroids: int, generator: torch.
     return centroids
 
 
-@register_method
 class Orchestra(SSLMethod):
     """Orchestra [0]: online encoder + projector + rotation head, EMA target, global centroids and a projection
-    memory. Defaults are the paper's code's (128 global / 16 local centroids, memory 128, T 0.1, EMA 0.996,
-    Sinkhorn temperature 0.04).
+    memory. Options, the paper's code's defaults: :class:`OrchestraConfig`.
 
     The ``orchestra`` strategy fills the memory at a client's first participation
     (:meth:`fill_memory`), reads the local centroids after training (:meth:`local_centroids`) and
@@ -126,62 +123,29 @@ class Orchestra(SSLMethod):
     of view 1 into the memory.
     """
 
-    name = "orchestra"
     target_sources = {"target_encoder": "encoder", "target_projector": "projector"}
     memory_modules = ("memory",)
 
-    def __init__(
-        self,
-        encoder: nn.Module,
-        image_size: int,
-        in_chans: int,
-        *,
-        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        num_global_centroids: Annotated[int, Range(1, 100_000)] = 128,
-        num_local_centroids: Annotated[int, Range(1, 100_000)] = 16,
-        memory_size: Annotated[int, Range(1, 1_048_576)] = 128,
-        temperature: Annotated[float, Range(0.0, low_open=True)] = 0.1,
-        sinkhorn_temperature: Annotated[float, Range(0.0, low_open=True)] = 0.04,
-        momentum: Annotated[float, Range(0.0, 1.0)] = 0.996,
-        rotation_weight: Annotated[float, Range(0.0)] = 1.0,
-        target_assignment: str = "softmax",
-        local_target: bool = False,
-        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.5,
-        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
-    ) -> None:
+    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, config: OrchestraConfig) -> None:
         del in_chans
-        if target_assignment not in TARGET_ASSIGNMENTS:
-            raise ValueError(f"unknown target_assignment {target_assignment!r}; known: {', '.join(TARGET_ASSIGNMENTS)}")
-        if not 1 <= num_local_centroids <= memory_size:
-            raise ValueError(f"need 1 <= num_local_centroids <= memory_size, got {num_local_centroids}, {memory_size}")
-        if num_global_centroids < 1 or temperature <= 0 or sinkhorn_temperature <= 0 or not 0 <= momentum <= 1:
-            raise ValueError("need num_global_centroids >= 1, temperatures > 0 and 0 <= momentum <= 1, got "
-                             f"{num_global_centroids}, {temperature}, {sinkhorn_temperature}, {momentum}")
         dim = encoder.feature_dim
-        proj_hidden_dim = proj_hidden_dim or dim
-        proj_output_dim = proj_output_dim or dim
-        hparams: dict[str, Any] = dict(
-            proj_hidden_dim=proj_hidden_dim, proj_output_dim=proj_output_dim,
-            num_global_centroids=num_global_centroids, num_local_centroids=num_local_centroids,
-            memory_size=memory_size, temperature=temperature, sinkhorn_temperature=sinkhorn_temperature,
-            momentum=momentum, rotation_weight=rotation_weight, target_assignment=target_assignment,
-            local_target=bool(local_target), crop_min_scale=crop_min_scale, flip_p=flip_p)
-        super().__init__(encoder, hparams)
-        if not local_target:  # the target is part of the shared model (stateless clients)
+        c = replace(config, proj_hidden_dim=config.proj_hidden_dim or dim,
+                    proj_output_dim=config.proj_output_dim or dim)
+        super().__init__(encoder, asdict(c))
+        if not c.local_target:  # the target is part of the shared model (stateless clients)
             self.target_sources = {}
-        self.temperature = temperature
-        self.sinkhorn_temperature = sinkhorn_temperature
-        self.momentum = momentum
-        self.rotation_weight = rotation_weight
-        self.target_assignment = target_assignment
-        self.num_local_centroids = num_local_centroids
-        self.projector = OrchestraProjectionHead(dim, proj_hidden_dim, proj_output_dim)
-        self.rotation_head = nn.Linear(proj_output_dim, ROTATIONS)
+        self.temperature = c.temperature
+        self.sinkhorn_temperature = c.sinkhorn_temperature
+        self.momentum = c.momentum
+        self.rotation_weight = c.rotation_weight
+        self.target_assignment = c.target_assignment
+        self.num_local_centroids = c.num_local_centroids
+        self.projector = OrchestraProjectionHead(dim, c.proj_hidden_dim, c.proj_output_dim)
+        self.rotation_head = nn.Linear(c.proj_output_dim, ROTATIONS)
         self.target_encoder, self.target_projector = make_ema_target(encoder, self.projector, True)
-        self.register_buffer("centroids", F.normalize(torch.randn(num_global_centroids, proj_output_dim), dim=1))
-        self.register_buffer("memory", torch.zeros(memory_size, proj_output_dim))
-        self.transform = OrchestraTransform(image_size, crop_min_scale, flip_p)
+        self.register_buffer("centroids", F.normalize(torch.randn(c.num_global_centroids, c.proj_output_dim), dim=1))
+        self.register_buffer("memory", torch.zeros(c.memory_size, c.proj_output_dim))
+        self.transform = OrchestraTransform(image_size, c.crop_min_scale, c.flip_p)
 
     # -- projections and assignments --------------------------------------------------------------
 

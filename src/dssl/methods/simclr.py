@@ -14,15 +14,15 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.methods.simclr import SimCLRConfig
 from dssl.methods.augment import FedSSLTransform
-from dssl.methods.base import LossOutput, SSLMethod, register_method
+from dssl.methods.base import LossOutput, SSLMethod
 from dssl.methods.heads import mlp_layers
 
 
@@ -53,50 +53,22 @@ class NTXentLoss(nn.Module):
 
 
 SimCLRTransform = FedSSLTransform  # paper B uses one augmentation for all its methods
-SIMCLR_HEADS = ("mlp", "linear")   # SimCLR's MLP projector; one Linear layer (L-DAWA's code)
 
 
-@register_method
 class SimCLR(SSLMethod):
     """SimCLR [0]: encoder + projector, contrastive NT-Xent on two views; no predictor, no target. Paper B's [1]
-    FedSimCLR and the local model of FeatARC; sizes and temperatures: see the module."""
+    FedSimCLR and the local model of FeatARC; sizes and temperatures: see the module and :class:`SimCLRConfig`."""
 
-    name = "simclr"
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        image_size: int,
-        in_chans: int,
-        *,
-        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        temperature: Annotated[float, Range(0.0, low_open=True)] = 0.07,
-        crop_min_scale: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.08,
-        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
-        head: str = "mlp",
-    ) -> None:
+    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, config: SimCLRConfig) -> None:
         del in_chans
-        if head not in SIMCLR_HEADS:
-            raise ValueError(f"unknown SimCLR head {head!r}; known: {', '.join(SIMCLR_HEADS)}")
         dim = encoder.feature_dim
-        proj_hidden_dim = proj_hidden_dim or dim
-        proj_output_dim = proj_output_dim or dim // 4
-        super().__init__(
-            encoder,
-            dict(
-                proj_hidden_dim=proj_hidden_dim,
-                proj_output_dim=proj_output_dim,
-                temperature=temperature,
-                crop_min_scale=crop_min_scale,
-                flip_p=flip_p,
-                head=head,
-            ),
-        )
-        self.projector: nn.Module = (SimCLRProjectionHead(dim, proj_hidden_dim, proj_output_dim) if head == "mlp"
-                                     else nn.Sequential(nn.Linear(dim, proj_output_dim)))
-        self.criterion = NTXentLoss(temperature)
-        self.transform = SimCLRTransform(image_size, crop_min_scale, flip_p)
+        c = replace(config, proj_hidden_dim=config.proj_hidden_dim or dim,
+                    proj_output_dim=config.proj_output_dim or dim // 4)
+        super().__init__(encoder, asdict(c))
+        self.projector: nn.Module = (SimCLRProjectionHead(dim, c.proj_hidden_dim, c.proj_output_dim)
+                                     if c.head == "mlp" else nn.Sequential(nn.Linear(dim, c.proj_output_dim)))
+        self.criterion = NTXentLoss(c.temperature)
+        self.transform = SimCLRTransform(image_size, c.crop_min_scale, c.flip_p)
 
     def project_views(
         self, images: torch.Tensor, generator: torch.Generator | None = None

@@ -27,15 +27,14 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.methods.simsiam import SimSiamConfig
 from dssl.methods.augment import FedSSLTransform, ViewTransform
-from dssl.methods.base import register_method
 from dssl.methods.heads import FedSSLMLPHead, mlp_layers
 from dssl.methods.siamese import SiameseMethod
 
@@ -97,7 +96,6 @@ class SimSiamTransform(ViewTransform):
         )
 
 
-HEADS = ("simsiam", "fedssl")
 # augmentation -> (its view transform, its default crop_min_scale)
 AUGMENTATIONS: dict[str, tuple[type[ViewTransform], float]] = {"simsiam": (SimSiamTransform, 0.2),
                                                               "fedssl": (FedSSLTransform, 0.08)}
@@ -109,71 +107,34 @@ def output_std(z: torch.Tensor) -> torch.Tensor:
     return F.normalize(z.detach(), dim=-1).std(dim=0).mean()
 
 
-@register_method
 class SimSiam(SiameseMethod):
     """SimSiam [0]: encoder + projector f, predictor h; loss on two views with stop-gradient
-    (:class:`~dssl.methods.siamese.SiameseMethod`). With ``ema_target`` the target branch is an EMA
+    (:class:`~dssl.methods.siamese.SiameseMethod`). With an EMA target the target branch is an EMA
     of the encoder + projector, moved by ``momentum`` after every optimiser step. Logs
     ``output_std`` beside the loss (SimSiam's collapse diagnostic). Paper A's [2] contrastive method and
-    paper B's [1] FedSimSiam; the papers' sizes and where the defaults depart from them: see the module.
+    paper B's [1] FedSimSiam; the papers' sizes and where the defaults depart from them: see the module and
+    :class:`SimSiamConfig`.
     """
 
-    name = "simsiam"
-
-    def __init__(
-        self,
-        encoder: nn.Module,
-        image_size: int,
-        in_chans: int,
-        *,
-        proj_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        proj_output_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        pred_hidden_dim: Annotated[int | None, Range(1, 65_536)] = None,
-        stop_gradient: bool = True,
-        crop_min_scale: Annotated[float | None, Range(0.0, 1.0, low_open=True)] = None,
-        predictor: bool = True,
-        ema_target: bool = False,
-        momentum: Annotated[float, Range(0.0, 1.0)] = 0.99,
-        flip_p: Annotated[float, Range(0.0, 1.0)] = 0.5,
-        target_optimized: bool = True,
-        heads: str = "simsiam",
-        augmentation: str = "simsiam",
-    ) -> None:
+    def __init__(self, encoder: nn.Module, image_size: int, in_chans: int, config: SimSiamConfig) -> None:
         del in_chans  # the views keep the input's channels
-        if heads not in HEADS:
-            raise ValueError(f"unknown SimSiam heads {heads!r}; known: {', '.join(HEADS)}")
-        if augmentation not in AUGMENTATIONS:
-            raise ValueError(f"unknown SimSiam augmentation {augmentation!r}; known: {', '.join(AUGMENTATIONS)}")
         dim = encoder.feature_dim
-        fedssl = heads == "fedssl"
-        proj_hidden_dim = proj_hidden_dim or (8 * dim if fedssl else dim // 2)
-        proj_output_dim = proj_output_dim or (4 * dim if fedssl else dim)
-        pred_hidden_dim = pred_hidden_dim or (8 * dim if fedssl else proj_output_dim)
-        transform, default_crop = AUGMENTATIONS[augmentation]
-        crop_min_scale = default_crop if crop_min_scale is None else crop_min_scale
+        fedssl = config.heads == "fedssl"
+        proj_output_dim = config.proj_output_dim or (4 * dim if fedssl else dim)
+        transform, default_crop = AUGMENTATIONS[config.augmentation]
+        c = replace(config, proj_hidden_dim=config.proj_hidden_dim or (8 * dim if fedssl else dim // 2),
+                    proj_output_dim=proj_output_dim,
+                    pred_hidden_dim=config.pred_hidden_dim or (8 * dim if fedssl else proj_output_dim),
+                    crop_min_scale=default_crop if config.crop_min_scale is None else config.crop_min_scale)
         projector, predictor_head = (FedSSLMLPHead, FedSSLMLPHead) if fedssl else (SimSiamProjectionHead,
                                                                                    SimSiamPredictionHead)
-        hparams = dict(
-            proj_hidden_dim=proj_hidden_dim,
-            proj_output_dim=proj_output_dim,
-            pred_hidden_dim=pred_hidden_dim,
-            stop_gradient=stop_gradient,
-            crop_min_scale=crop_min_scale,
-            predictor=bool(predictor),
-            ema_target=bool(ema_target),
-            momentum=momentum,
-            flip_p=flip_p,
-            target_optimized=bool(target_optimized),
-            heads=heads,
-            augmentation=augmentation,
-        )
         super().__init__(
             encoder,
-            hparams,
-            projector=projector(dim, proj_hidden_dim, proj_output_dim),
-            predictor=predictor_head(proj_output_dim, pred_hidden_dim, proj_output_dim) if predictor else None,
-            criterion=NegativeCosineLoss(stop_gradient),
-            transform=transform(image_size, crop_min_scale, flip_p),
+            asdict(c),
+            projector=projector(dim, c.proj_hidden_dim, c.proj_output_dim),
+            predictor=predictor_head(c.proj_output_dim, c.pred_hidden_dim, c.proj_output_dim) if c.predictor else None,
+            criterion=NegativeCosineLoss(c.stop_gradient),
+            transform=transform(image_size, c.crop_min_scale, c.flip_p),
         )
 
     def diagnostics(self, z1: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -21,16 +21,19 @@ per-stage bookkeeping, independent of the number of seeds.
 from __future__ import annotations
 
 import re
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
 from dssl.config.grids import feature_cells, reference_seed_keys, seeds_keys, weight_distance_cells
+from dssl.config.methods import METHOD_SPECS
+from dssl.config.strategies import STRATEGY_SPECS
 from dssl.config.study import GridCell, Study
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 from dssl.pipeline.layout import SINGLE_CLIENT_STRATEGY
-from dssl.registry import LAZY, component_module, declared_names
+from dssl.registry import LAZY, SpecRegistry, component_module, declared_names
 
 Fields = dict[str, str]
 Templates = Callable[[dict], list[str]]
@@ -122,19 +125,13 @@ def _study(params: dict) -> Study:
     return Study.from_params(params)
 
 
-# Strategy options whose value names an entry of the registry of the same name (``fedmar``'s ``alignment``).
-REGISTRY_OPTIONS = ("alignment",)
-
-
 def _strategy_code(study: Study, entry: str) -> Fields:
     """The code a ``strategies:`` entry runs, as a component after ``strategy/``: its registry name (``t2-fedu``
     -> ``fedu``) and the registry entries its options name, defaults included (``fedmar+alignment/a_mmd``)."""
-    from dssl.config.strategies import declared_strategies
-
     spec = study.strategies[entry]
-    declared = declared_strategies().get(spec.registry)
-    options = declared.resolved(dict(spec.options)) if declared is not None else {}
-    named = [f"{option}/{options[option]}" for option in REGISTRY_OPTIONS if options.get(option) is not None]
+    options = STRATEGY_SPECS[spec.registry].options(dict(spec.options))
+    named = [f"{field.metadata['registry']}/{getattr(options, field.name)}" for field in dataclasses.fields(options)
+             if "registry" in field.metadata and getattr(options, field.name) is not None]
     return {"strategy_code": "+".join([spec.registry, *named])}
 
 
@@ -297,16 +294,25 @@ def component_terms(component: str) -> list[tuple[str, str]]:
     terms, registry = [], ""
     for term in component.split("+"):
         registry, name = term.split("/", 1) if "/" in term else (registry, term)
-        if registry not in LAZY or not name:
+        if registry not in (*SPEC_REGISTRIES, *LAZY) or not name:
             raise ValueError(f"code component {component!r}: {term!r} is not <registry>/<name> with a registry "
-                             f"of {', '.join(LAZY)}")
+                             f"of {', '.join(sorted({*SPEC_REGISTRIES, *LAZY}))}")
         terms.append((registry, name))
     return terms
 
 
+# The registries whose entries are torch-free specs: an entry's code is its spec module and its implementation.
+SPEC_REGISTRIES: dict[str, SpecRegistry] = {"method": METHOD_SPECS, "strategy": STRATEGY_SPECS}
+
+
 def component_modules(component: str) -> list[str]:
-    """The modules implementing a component's entries (found without importing them), each once."""
-    return list(dict.fromkeys(component_module(registry, name) for registry, name in component_terms(component)))
+    """The modules of a component's entries (their specs and implementations; nothing torch is imported), each
+    once."""
+    modules = []
+    for registry, name in component_terms(component):
+        spec_registry = SPEC_REGISTRIES.get(registry)
+        modules += spec_registry.modules_of(name) if spec_registry is not None else [component_module(registry, name)]
+    return list(dict.fromkeys(modules))
 
 
 def _code_outputs(params: dict) -> list[str]:

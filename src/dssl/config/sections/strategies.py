@@ -3,30 +3,33 @@ a ``train`` override; and the strategies a grid names, each runnable in the grid
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from dssl.config.checker import Checker
+from dssl.config.sections.spec_options import check_options
 from dssl.config.sections.training import SCHEDULES, TRAIN_KEYS, _check_optimizer, _check_train
-from dssl.config.strategies import declared_strategies  # torch-free: read from the strategy modules
+from dssl.config.strategies import STRATEGY_SPECS, StrategySpec  # torch-free: one spec module per strategy
 from dssl.config.study import DECL_ROUND_KEYS, ENTRY_KEYS, ENTRY_RECIPE_KEY  # an entry's layout, declared once
+from dssl.registry import Registry
+from dssl.specs import field_hint, option_defaults, option_keys
 from dssl.topology.mixing import MIXING, ORDERS
 from dssl.training.options import STEP_KEYS  # torch-free
 
 
 def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
-    """A ``strategies`` entry: a registered strategy's name and its own options (the keyword arguments
-    of its ``__init__``, read from the strategy modules by ``dssl.config.strategies``), plus for DecL
-    the round's ``mixing`` rule and ``order``, and ``train``: overrides of the framework's training
-    schedule for this entry's cells. Option values are checked when the stage builds the strategy,
-    before training."""
-    strategies = declared_strategies()
-    name = c.choice(spec, "name", strategies, path)
+    """A ``strategies`` entry: a registered strategy's name and its own options (the fields of its spec's
+    config, ``dssl.config.strategies``: each value of its type, in its range, one of its choices), plus for
+    DecL the round's ``mixing`` rule and ``order``, and ``train``: overrides of the framework's training
+    schedule for this entry's cells. What depends on several options together is checked when the stage
+    builds the strategy, before training."""
+    name = c.choice(spec, "name", STRATEGY_SPECS.names(), path)
     if name is None:
         return
-    c.unknown_keys(spec, {*ENTRY_KEYS, *strategies[name].options}, path)
-    for option in strategies[name].options:
-        problem = strategies[name].value_problem(option, spec[option]) if option in spec else None
-        if problem:
-            default = dict(strategies[name].defaults).get(option)
-            c.add(f"{path}.{option}", problem, f"strategy {name!r} default: {default!r}")
+    config = STRATEGY_SPECS[name].config
+    c.unknown_keys(spec, {*ENTRY_KEYS, *option_keys(config)}, path)
+    hints = {key: field_hint(config, key) or f"strategy {name!r} default: {default!r}"
+             for key, default in option_defaults(config).items()}
+    _check_registry_names(c, check_options(c, spec, path, config, hints=hints), path, config)
     if "train" in spec:
         train = c.mapping(spec["train"], f"{path}.train") or {}
         _check_train(c, train, (SCHEDULES["fl"], SCHEDULES["decl"]), f"{path}.train", frozenset({ENTRY_RECIPE_KEY}),
@@ -39,17 +42,36 @@ def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
         c.choice(spec, "order", ORDERS, path)
 
 
+def _check_registry_names(c: Checker, good: dict, path: str, config: type) -> None:
+    """An option whose field names a registry (``metadata={"registry": <kind>}``, ``fedmar``'s ``alignment``)
+    holds one of that registry's names, read without importing its code."""
+    for field in fields(config):
+        kind, value = field.metadata.get("registry"), good.get(field.name)
+        if kind is None or value is None:
+            continue
+        names = Registry.lazy(kind).names()
+        if value not in names:
+            c.add(f"{path}.{field.name}", f"unknown {kind} {value!r}", f"one of: {', '.join(names)}")
+
+
+def _declared(entry: object) -> StrategySpec | None:
+    """The spec of a ``strategies`` entry's ``name`` (None when the entry or its name is not a known one)."""
+    name = entry.get("name") if isinstance(entry, dict) else None
+    return STRATEGY_SPECS[name] if isinstance(name, str) and name in STRATEGY_SPECS else None
+
+
 def _check_grid_strategies(c: Checker, grid: dict, framework: str, path: str) -> None:
-    """Each strategy of a grid runs in the grid's framework; FL entries carry no DecL round keys."""
-    entries, strategies = c.params.get("strategies") or {}, declared_strategies()
+    """Each strategy of a grid runs in the grid's framework (its spec's ``frameworks``); FL entries carry no
+    DecL round keys."""
+    entries = c.params.get("strategies") or {}
     for i, name in enumerate(grid.get("strategies") or []):
         spec = entries.get(name) if isinstance(name, str) else None
-        declared = strategies.get((spec or {}).get("name")) if isinstance(spec, dict) else None
+        declared = _declared(spec)
         if declared is None:
             continue
         where = f"{path}.strategies[{i}]"
         if framework not in declared.frameworks:
-            others = sorted(n for n, d in strategies.items() if framework in d.frameworks)
+            others = [n for n in STRATEGY_SPECS.names() if framework in STRATEGY_SPECS[n].frameworks]
             c.add(where, f"strategy {name!r} ({declared.name}) runs in {', '.join(declared.frameworks)}, "
                          f"not {framework}", f"{framework} strategies: {', '.join(others)}")
         elif framework == "fl" and set(DECL_ROUND_KEYS) & set(spec):

@@ -1,8 +1,8 @@
 """Strategies: what a federated / decentralized SSL method changes in the FedAvg round.
 
 The simulators run the round; a strategy answers its questions through hooks, so each method of the
-papers is one module of this package, registered under its params.yaml name with ``@register_strategy``
-and imported by the package ``__init__``:
+papers is one module of this package, declared under its params.yaml name by a torch-free spec
+(``dssl.config.strategies``) and imported only when that name is used:
 
 =====================  =====================================================================
 hook                   question (default = FedAvg / paper A's FL and DecL baselines)
@@ -24,9 +24,9 @@ final_global_index     which global model is the FL run's result (0; FeatARC: it
 state_dict             the strategy's own server-side state, checkpointed with the run
 =====================  =====================================================================
 
-A strategy's options are the keyword arguments of its ``__init__`` (and of its bases' through
-``**kwargs``): ``option_names()`` lists them for the params validator, ``create_strategy`` refuses
-any other. ``frameworks`` says where a strategy runs (FedMAR in FL only, DecMAR in DecL only).
+A strategy's options are the fields of its spec's config dataclass (types, defaults, ranges, choices):
+``create_strategy`` builds the config from a params entry, refusing any other key, and the strategy takes
+it. The spec's ``frameworks`` says where a strategy runs (FedMAR in FL only, DecMAR in DecL only).
 
 Per-client state that must persist between rounds (kept model tensors, FedEMA's previous weights,
 counters) lives in the ``local_state`` dict the simulators pass to the hooks: one dict per client,
@@ -55,19 +55,19 @@ References:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-import inspect
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from dssl.registry import Registry
+from dssl.config.strategies import STRATEGY_SPECS, StrategySpec
+from dssl.config.strategies._base import AggregationConfig
 from dssl.federation.local import ClientData
 from dssl.federation.state import StackedStates, StateDict, snapshot, weighted_average
+from dssl.specs import option_keys
 
-AGGREGATIONS = ("uniform", "data_size")
 LOCAL_MODEL = "model"  # local_state[LOCAL_MODEL]: the model tensors a client keeps for itself
 
 
@@ -112,44 +112,36 @@ class Strategy:
     paper A's [1] Algorithm 1 (the default: the paper's definition), ``data_size`` is its released code
     and McMahan et al.'s FedAvg [0]. ``keep_local``: the method's ``local_state_keys()`` (SimSiam's
     predictor, BYOL's target) stay on the client and are neither uploaded nor replaced -- paper B's [2]
-    "keep local knowledge" design choice; off by default, as paper A's code averages every tensor.
-    Subclasses declare further hyper-parameters as keyword arguments of ``__init__`` (unknown names
-    are a TypeError, so params.yaml typos fail loudly) and add them to ``self.hparams``, which enters
-    the run's checkpoint fingerprint.
+    "keep local knowledge" design choice; off by default, as paper A's code averages every tensor (a
+    strategy whose config has no ``keep_local`` keeps nothing local this way). A strategy reads its
+    options from ``self.config``, the config dataclass its spec declares (``dssl.config.strategies``),
+    checked against its ranges and choices when it was made; ``self.hparams``, every option with its
+    value (defaults included), is what the run records and its checkpoint fingerprint holds.
     """
 
-    name = "base"
-    frameworks: ClassVar[tuple[str, ...]] = ("fl", "decl")
+    name = "base"   # set from the spec by ``StrategySpec.load``
 
-    def __init__(self, aggregation: str = "uniform", keep_local: bool = False) -> None:
-        if aggregation not in AGGREGATIONS:
-            raise ValueError(f"unknown aggregation {aggregation!r}; known: {', '.join(AGGREGATIONS)}")
-        self.hparams: dict[str, Any] = {"aggregation": aggregation, "keep_local": bool(keep_local)}
+    def __init__(self, config: AggregationConfig) -> None:
+        self.config = config
+        self.hparams: dict[str, Any] = asdict(config)
         self.local_keys: frozenset[str] = frozenset()
         self.shared_keys: tuple[str, ...] = ()
         self.initial_local: StateDict = {}
         self.target_sources: dict[str, str] = {}
         self.round_memory: tuple[str, ...] = ()
 
-    @classmethod
-    def option_names(cls) -> list[str]:
-        """The keyword arguments a params file may set: ``__init__``'s, following ``**kwargs`` up the
-        class hierarchy (a subclass passes its bases' options on through ``**kwargs``)."""
-        names: list[str] = []
-        for klass in cls.__mro__:
-            if "__init__" not in vars(klass):
-                continue
-            params = list(inspect.signature(vars(klass)["__init__"]).parameters.values())[1:]
-            names += [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-                      and p.name not in names]
-            if not any(p.kind is p.VAR_KEYWORD for p in params):
-                break
-        return names
+    @property
+    def spec(self) -> StrategySpec:
+        """The spec this strategy's config belongs to: its name, options and frameworks, declared once."""
+        for spec in STRATEGY_SPECS.values():
+            if spec.config is type(self.config):
+                return spec
+        raise ValueError(f"{type(self.config).__name__} is the config of no registered strategy")
 
     def aggregation_weights(self, num_samples: Sequence[int]) -> np.ndarray:
         """Normalised weights of clients with these sample counts."""
         sizes = np.asarray(num_samples, dtype=np.float64)
-        weights = sizes if self.hparams["aggregation"] == "data_size" else np.ones_like(sizes)
+        weights = sizes if self.config.aggregation == "data_size" else np.ones_like(sizes)
         if weights.sum() <= 0:
             raise ValueError(f"clients with sizes {sizes.tolist()} have no data to aggregate")
         return weights / weights.sum()
@@ -172,7 +164,7 @@ class Strategy:
         self.round_memory = tuple(method.round_memory_keys())
 
     def select_local_keys(self, method: nn.Module) -> list[str]:
-        return list(method.local_state_keys()) if self.hparams["keep_local"] else []
+        return list(method.local_state_keys()) if getattr(self.config, "keep_local", False) else []
 
     def initial_global_states(self, initial: StateDict) -> list[StateDict]:
         return [initial]
@@ -276,26 +268,15 @@ class Strategy:
             raise ValueError(f"strategy {self.name!r} has no state, got keys {sorted(state)}")
 
 
-# Lazy: a strategy's module is imported when its name is used (``dssl.registry.Registry``).
-STRATEGIES: Registry[type[Strategy]] = Registry.lazy("strategy")
-
-
-def register_strategy(name: str) -> Callable[[type[Strategy]], type[Strategy]]:
-    """Class decorator: make a strategy available to ``create_strategy`` and params.yaml."""
-
-    def register(cls: type[Strategy]) -> type[Strategy]:
-        cls.name = name
-        return STRATEGIES.register(name)(cls)
-
-    return register
-
-
-def create_strategy(name: str, **hparams: Any) -> Strategy:
-    """A strategy by registry name, e.g. ``create_strategy("fedavg")``; an unknown name raises
-    ``UnknownNameError`` (a KeyError) listing the known ones."""
-    allowed = STRATEGIES[name].option_names()
-    unknown = sorted(set(hparams) - set(allowed))
+def create_strategy(name: str, **options: Any) -> Strategy:
+    """A strategy by registry name with its options, e.g. ``create_strategy("fedavg", aggregation="data_size")``:
+    the spec's config built from ``options`` (a value outside its range or choices is a ValueError), then the
+    strategy class, imported now. An unknown name raises ``UnknownNameError`` (a KeyError) listing the known
+    ones; an unknown option a TypeError listing the strategy's, so params typos fail loudly."""
+    spec = STRATEGY_SPECS[name]
+    allowed = option_keys(spec.config)
+    unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise TypeError(f"strategy {name!r} has no option {', '.join(map(repr, unknown))}; "
                         f"its options: {', '.join(allowed)}")
-    return STRATEGIES[name](**hparams)
+    return spec.load()(spec.options(options))

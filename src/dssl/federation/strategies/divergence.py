@@ -31,10 +31,11 @@ from typing import Iterable, Mapping
 import torch
 from torch import nn
 
+from dssl.config.strategies._divergence import DivergenceConfig
+from dssl.config.strategies.fedssl import FedSSLConfig
 from dssl.federation.strategies.base import ClientContext, Upload
 from dssl.federation.strategies.fedssl import FedSSL
 
-DIVERGENCES = ("paper", "paper_flat", "code")
 DRIFT = "drift"  # local_state and Upload.extras key: the client's drift during its last local training
 LAST_ROUND = "last_round"  # local_state key: the round (0-based) the client last trained in
 SHORTCUT_NAMES = ("downsample", "shortcut")  # ResNet's 1 x 1 projection shortcuts (torchvision, EasyFL)
@@ -78,6 +79,8 @@ def code_norm_keys(method: nn.Module, keys: Iterable[str]) -> tuple[str, ...]:
 class DivergenceAware(FedSSL):
     """FedSSL whose client update depends on a divergence (FedU [1], FedEMA [0]).
 
+    Its config (a ``DivergenceConfig``) says which divergence; the FedSSL design choices are the
+    subclass's ``design`` (FedSSL's defaults unless it passes others).
     ``measured_keys`` are the tensors it is measured on (``setup``); ``divergence(...)`` gives the value
     at a client's start. With ``divergence: code`` the client's drift during local training (start of
     training -> upload) is kept in ``local_state["drift"]`` for its next participation and sent in
@@ -85,27 +88,25 @@ class DivergenceAware(FedSSL):
     (``local_state["last_round"]``).
     """
 
-    def __init__(self, aggregation: str = "uniform", divergence: str = "paper", **fedssl_options) -> None:
-        super().__init__(aggregation, **fedssl_options)
-        check_divergence(divergence)
-        self.hparams["divergence"] = divergence
+    def __init__(self, config: DivergenceConfig, design: FedSSLConfig | None = None) -> None:
+        super().__init__(config, design if design is not None else FedSSLConfig())
         self.measured_keys: tuple[str, ...] = ()
 
     @property
     def uses_code_divergence(self) -> bool:
-        return self.hparams["divergence"] == "code"
+        return self.config.divergence == "code"
 
     def measure_on(self, method: nn.Module, flat_keys: Iterable[str]) -> None:
         """Set ``measured_keys``: the parameters among ``flat_keys`` (``paper_flat``), else the
         convolution kernels of the online network (the code's norm)."""
-        if self.hparams["divergence"] == "paper_flat":
+        if self.config.divergence == "paper_flat":
             self.measured_keys = tuple(k for k in flat_keys if k in self.param_keys)
         else:
             self.measured_keys = code_norm_keys(method, self.online_keys)
 
     def distance(self, a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor]) -> float:
         """a vs b in the configured norm over ``measured_keys``."""
-        norm = l2_distance if self.hparams["divergence"] == "paper_flat" else mean_layer_distance
+        norm = l2_distance if self.config.divergence == "paper_flat" else mean_layer_distance
         return norm(a, b, self.measured_keys)
 
     def divergence(self, global_state: Mapping[str, torch.Tensor], kept: Mapping[str, torch.Tensor],
@@ -129,9 +130,3 @@ class DivergenceAware(FedSSL):
             drift = mean_layer_distance(ctx.scratch["divergence_start"], method.state_dict(), self.measured_keys)
             local_state[DRIFT] = upload.extras[DRIFT] = drift  # the server's autoscaler reads it too
         return upload
-
-
-def check_divergence(name: str) -> None:
-    if name not in DIVERGENCES:
-        raise ValueError(f"unknown divergence {name!r}; known: {', '.join(DIVERGENCES)} (paper: ||W_g - W_k|| "
-                         "in the code's per-kernel norm; paper_flat: one flattened norm; code: the code's drift)")

@@ -46,18 +46,18 @@ References:
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.strategies.featarc import FeatARCConfig
 from dssl.federation.local import ClientData
 from dssl.federation.reproducibility import derive_seed
 from dssl.federation.state import StateDict, load_state_, snapshot, state_digest
-from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
+from dssl.federation.strategies.base import ClientContext, Strategy, Upload
 from dssl.methods.base import rebuild_method
 
 LOCAL_FEATURE_MODEL = "featarc_model"  # local_state key: the client's last trained model (all tensors)
@@ -112,27 +112,16 @@ def encoder_features(method: nn.Module, state: Mapping[str, torch.Tensor], data:
     return torch.cat(features)
 
 
-@register_strategy("featarc")
 class FeatARC(Strategy):
     """Dec-SSL [0] ("FeatARC"): M cluster models; each client joins the cluster of best feature agreement and
     trains SimCLR [1] plus the alignment of its projections to that cluster's frozen features.
 
-    Options: ``num_clusters`` (M, 2), ``align_weight`` (1.0), ``init_seed`` (enters the seeds that
-    initialise clusters j > 0), ``aggregation`` (within a cluster; ``uniform``).
+    Options (``FeatARCConfig``): ``num_clusters`` (M, 2), ``align_weight`` (1.0), ``init_seed`` (enters the
+    seeds that initialise clusters j > 0), ``aggregation`` (within a cluster; ``uniform``). FL only (its spec).
     """
 
-    frameworks = ("fl",)
-
-    def __init__(self, aggregation: str = "uniform", num_clusters: Annotated[int, Range(1, 100)] = 2,
-                 align_weight: Annotated[float, Range(0.0)] = 1.0,
-                 init_seed: Annotated[int, Range(0, 4_294_967_295)] = 0) -> None:
-        super().__init__(aggregation)
-        if num_clusters < 1:
-            raise ValueError(f"num_clusters must be >= 1, got {num_clusters}")
-        if not align_weight >= 0:
-            raise ValueError(f"align_weight must be >= 0, got {align_weight}")
-        self.hparams.update(num_clusters=int(num_clusters), align_weight=float(align_weight),
-                            init_seed=int(init_seed))
+    def __init__(self, config: FeatARCConfig) -> None:
+        super().__init__(config)
         self.method: nn.Module | None = None
         self.frozen: nn.Module | None = None
         self.choices: dict[int, int] = {}  # client -> cluster, in round ``choice_round``
@@ -157,8 +146,8 @@ class FeatARC(Strategy):
         clusters -- as the released code builds its M models with one constructor."""
         states = [initial]
         run = int(state_digest(initial)[:15], 16)
-        for j in range(1, self.hparams["num_clusters"]):
-            model = rebuild_method(self.method, derive_seed(self.hparams["init_seed"], j, run))
+        for j in range(1, self.config.num_clusters):
+            model = rebuild_method(self.method, derive_seed(self.config.init_seed, j, run))
             states.append(snapshot(model, list(initial)))
         return states
 
@@ -191,7 +180,7 @@ class FeatARC(Strategy):
         _, z1, z2 = method.project_views(images, ctx.generator)
         contrastive = method.criterion(z1, z2)
         term = feature_alignment_loss(z1, z2, target)
-        return {"loss": contrastive + self.hparams["align_weight"] * term,
+        return {"loss": contrastive + self.config.align_weight * term,
                 "method_loss": contrastive.detach(), "alignment": term.detach()}
 
     def client_upload(self, client_id: int, method: nn.Module, local_state: dict, ctx: ClientContext) -> Upload:

@@ -18,10 +18,9 @@ References:
 
 from __future__ import annotations
 
-from dssl.federation.strategies.base import Strategy, register_strategy
+from dssl.federation.strategies.base import Strategy
 
 
-@register_strategy("fedavg")
 class FedAvg(Strategy):
     """FedAvg [0]: replace the whole model by the global one, train, upload everything shared, average (paper
-    A's [1] FL and DecL baseline)."""
+    A's [1] FL and DecL baseline). Its config, ``FedAvgConfig``, holds the shared options only."""

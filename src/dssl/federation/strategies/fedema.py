@@ -39,18 +39,15 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.strategies.fedema import FedEMAConfig
 from dssl.federation.state import StateDict
-from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload, register_strategy
+from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Upload
 from dssl.federation.strategies.divergence import DRIFT, LAST_ROUND, DivergenceAware
-
-SCALERS = ("auto", "constant")
-SKIPPED = ("restart", "blend")
 
 
 def ema_mu(scale: float, divergence: float) -> float:
@@ -58,26 +55,12 @@ def ema_mu(scale: float, divergence: float) -> float:
     return min(scale * divergence, 1.0)
 
 
-@register_strategy("fedema")
 class FedEMA(DivergenceAware):
     """FedEMA [0]: blend the client's online encoder and predictor with the global ones by a divergence-aware
-    mu."""
+    mu. FL only (its spec): the divergence and the scaling are measured against the server's global model."""
 
-    frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
-
-    def __init__(self, aggregation: str = "uniform", scaler: str = "auto",
-                 tau: Annotated[float, Range(0.0, 1.0, low_open=True)] = 0.7,
-                 ema_lambda: Annotated[float, Range(0.0)] = 0.8, divergence: str = "paper",
-                 skipped: str = "restart") -> None:
-        super().__init__(aggregation, divergence)
-        if scaler not in SCALERS:
-            raise ValueError(f"unknown scaler {scaler!r}; known: {', '.join(SCALERS)}")
-        if skipped not in SKIPPED:
-            raise ValueError(f"unknown skipped {skipped!r}; known: {', '.join(SKIPPED)} (restart: from the global "
-                             "model after a skipped round, as paper B's code; blend: the kept model however old)")
-        if tau <= 0 or ema_lambda < 0:
-            raise ValueError(f"tau must be > 0 and ema_lambda >= 0, got tau={tau}, ema_lambda={ema_lambda}")
-        self.hparams.update(scaler=scaler, tau=float(tau), ema_lambda=float(ema_lambda), skipped=skipped)
+    def __init__(self, config: FedEMAConfig) -> None:
+        super().__init__(config)
         self.lambdas: dict[str, float] = {}  # client id (str) -> autoscaled lambda_k
         self.blended_keys: tuple[str, ...] = ()
 
@@ -108,12 +91,12 @@ class FedEMA(DivergenceAware):
 
     def restarts(self, local_state: dict, ctx: ClientContext) -> bool:
         """``skipped: restart`` and the client did not train in the previous round."""
-        return self.hparams["skipped"] == "restart" and local_state.get(LAST_ROUND) != ctx.round - 1
+        return self.config.skipped == "restart" and local_state.get(LAST_ROUND) != ctx.round - 1
 
     def scale(self, client_id: int) -> float:
         """lambda of this client: the constant, or its autoscaled value (0 until it is known)."""
-        if self.hparams["scaler"] == "constant":
-            return self.hparams["ema_lambda"]
+        if self.config.scaler == "constant":
+            return self.config.ema_lambda
         return self.lambdas.get(str(client_id), 0.0)
 
     # -- server side ------------------------------------------------------------------------------
@@ -126,7 +109,7 @@ class FedEMA(DivergenceAware):
         start, so mu = tau there) or ``code``'s drift during this local training (what the code divides
         tau by at the next start, which measures that same drift).
         """
-        if self.hparams["scaler"] != "auto":
+        if self.config.scaler != "auto":
             return global_states
         for upload in uploads:
             key = str(upload.client_id)
@@ -137,7 +120,7 @@ class FedEMA(DivergenceAware):
             else:
                 divergence = self.distance(global_states[upload.model_index], upload.state)
             if divergence > 0:
-                self.lambdas[key] = self.hparams["tau"] / divergence
+                self.lambdas[key] = self.config.tau / divergence
         return global_states
 
     # -- checkpointing ----------------------------------------------------------------------------

@@ -39,24 +39,15 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping
+from typing import Any, Mapping
 
 import torch
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.strategies._base import AggregationConfig
+from dssl.config.strategies.fedssl import FedSSLConfig
 from dssl.federation.state import StateDict, snapshot
-from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Strategy, Upload, register_strategy
-
-AGGREGATE_ENCODER = ("online", "target", "both")
-UPDATE_ENCODER = ("online", "target", "both", "none", "ema")
-UPDATE_PREDICTOR = ("global", "local")
-FIRST_ROUND_TARGETS = ("copy", "online")
-
-
-def check_choice(name: str, value: str, known: tuple[str, ...]) -> None:
-    if value not in known:
-        raise ValueError(f"unknown {name} {value!r}; known: {', '.join(known)}")
+from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, Strategy, Upload
 
 
 @torch.no_grad()
@@ -65,27 +56,21 @@ def blend(local: torch.Tensor, global_: torch.Tensor, mu: float) -> torch.Tensor
     return global_.lerp(local, mu)
 
 
-@register_strategy("fedssl")
 class FedSSL(Strategy):
     """Paper B's [0] FedSSL framework; the defaults (online / online / global) are FedAvg of the online
-    network and predictor with the EMA target kept on the client (FedBYOL, FedSimSiam, ...)."""
+    network and predictor with the EMA target kept on the client (FedBYOL, FedSimSiam, ...).
 
-    def __init__(self, aggregation: str = "uniform", aggregate_encoder: str = "online",
-                 update_encoder: str = "online", update_predictor: str = "global",
-                 encoder_ema: Annotated[float | None, Range(0.0, 1.0)] = None,
-                 first_round_target: str = "copy") -> None:
-        super().__init__(aggregation)
-        check_choice("aggregate_encoder", aggregate_encoder, AGGREGATE_ENCODER)
-        check_choice("update_encoder", update_encoder, UPDATE_ENCODER)
-        check_choice("update_predictor", update_predictor, UPDATE_PREDICTOR)
-        check_choice("first_round_target", first_round_target, FIRST_ROUND_TARGETS)
-        if update_encoder == "ema" and (encoder_ema is None or not 0.0 <= encoder_ema <= 1.0):
-            raise ValueError(f"update_encoder 'ema' needs encoder_ema in [0, 1], got {encoder_ema!r}")
-        if update_encoder != "ema" and encoder_ema is not None:
+    ``design`` holds the design choices the round follows: the config itself for ``fedssl``; a subclass
+    whose config does not offer them (FedU, FedEMA) passes the choices it fixes.
+    """
+
+    def __init__(self, config: AggregationConfig, design: FedSSLConfig | None = None) -> None:
+        super().__init__(config)
+        self.design: FedSSLConfig = design if design is not None else config
+        if self.design.update_encoder == "ema" and self.design.encoder_ema is None:
+            raise ValueError("update_encoder 'ema' needs encoder_ema in [0, 1], got None")
+        if self.design.update_encoder != "ema" and self.design.encoder_ema is not None:
             raise ValueError("encoder_ema is only used with update_encoder: ema")
-        self.hparams.update(aggregate_encoder=aggregate_encoder, update_encoder=update_encoder,
-                            update_predictor=update_predictor, encoder_ema=encoder_ema,
-                            first_round_target=first_round_target)
         self.method: nn.Module | None = None   # with first_round_target: online, the method it toggles
         self.online_keys: tuple[str, ...] = ()
         self.predictor_keys: tuple[str, ...] = ()
@@ -105,7 +90,7 @@ class FedSSL(Strategy):
         self.target_sources = {k: method.online_key_of(k) for k in target}
         self.online_to_target = {o: t for t, o in self.target_sources.items()}
         self._check_method(method)
-        aggregate, update = self.hparams["aggregate_encoder"], self.hparams["update_encoder"]
+        aggregate, update = self.design.aggregate_encoder, self.design.update_encoder
         shared = set(predictor) | set(online)
         if aggregate == "both":
             shared |= set(target)
@@ -117,17 +102,17 @@ class FedSSL(Strategy):
         self.round_memory = tuple(method.round_memory_keys())
 
     def _check_method(self, method: nn.Module) -> None:
-        if self.hparams["first_round_target"] == "online":
+        if self.design.first_round_target == "online":
             if not self.target_keys or not hasattr(method, "share_target"):
                 raise ValueError(f"first_round_target 'online' shares a Siamese method's EMA target with its online "
                                  f"network; method {method.name!r} has none (use byol, or simsiam with ema_target)")
             self.method = method
-        needs_target = (self.hparams["aggregate_encoder"] in ("target", "both")
-                        or self.hparams["update_encoder"] in ("target", "both"))
+        needs_target = (self.design.aggregate_encoder in ("target", "both")
+                        or self.design.update_encoder in ("target", "both"))
         if needs_target and not self.target_keys:
             raise ValueError(
                 f"method {method.name!r} has no EMA target network, which aggregate_encoder="
-                f"{self.hparams['aggregate_encoder']!r} / update_encoder={self.hparams['update_encoder']!r} "
+                f"{self.design.aggregate_encoder!r} / update_encoder={self.design.update_encoder!r} "
                 "need; use byol, moco, or simsiam with ema_target: true")
         missing = [k for k in self.online_keys if self.target_keys and k not in self.online_to_target]
         if needs_target and missing:
@@ -136,7 +121,7 @@ class FedSSL(Strategy):
     def target_source(self, target_key: str) -> str:
         """The global key a local target tensor is replaced from: the averaged target when targets
         are aggregated on their own (``both``), otherwise the global encoder."""
-        return target_key if self.hparams["aggregate_encoder"] == "both" else self.target_sources[target_key]
+        return target_key if self.design.aggregate_encoder == "both" else self.target_sources[target_key]
 
     def replacement(self, update: str) -> dict[str, str]:
         """local key -> global key for everything the global model replaces (or blends, ``ema``)."""
@@ -145,7 +130,7 @@ class FedSSL(Strategy):
             replaced.update({k: k for k in self.online_keys})
         if update in ("target", "both"):
             replaced.update({k: self.target_source(k) for k in self.target_keys})
-        if self.hparams["update_predictor"] == "global":
+        if self.design.update_predictor == "global":
             replaced.update({k: k for k in self.predictor_keys})
         return replaced
 
@@ -161,8 +146,8 @@ class FedSSL(Strategy):
         start = dict(kept)
         for key, source in self.replaced.items():
             start[key] = global_state[source]
-        if self.hparams["update_encoder"] == "ema":
-            self.blend_into(start, kept, global_state, self.online_keys, self.hparams["encoder_ema"])
+        if self.design.update_encoder == "ema":
+            self.blend_into(start, kept, global_state, self.online_keys, self.design.encoder_ema)
         return self.restart_round_memory(start)
 
     def first_start(self, global_state: Mapping[str, torch.Tensor]) -> StateDict:
@@ -187,7 +172,7 @@ class FedSSL(Strategy):
             method.share_target(False)
         local_state[LOCAL_MODEL] = snapshot(method, self.kept_keys)
         state = snapshot(method, self.shared_keys)
-        if self.hparams["aggregate_encoder"] == "target":  # the target is sent in the online's place
+        if self.design.aggregate_encoder == "target":  # the target is sent in the online's place
             own = method.state_dict()
             for key in self.online_keys:
                 state[key] = own[self.online_to_target[key]].detach().clone()

@@ -28,42 +28,33 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated, Mapping
+from typing import Mapping
 
 import torch
 from torch import nn
 
-from dssl.config.ranges import Range
-from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext, register_strategy
+from dssl.config.strategies.fedssl import FedSSLConfig
+from dssl.config.strategies.fedu import FedUConfig
+from dssl.federation.strategies.base import LOCAL_MODEL, ClientContext
 from dssl.federation.strategies.divergence import DivergenceAware
 
-DIVERGENCE_OF = ("encoder", "predictor")
 
-
-@register_strategy("fedu")
 class FedU(DivergenceAware):
-    """FedU [0]: online encoder from the global model; predictor from it only if the divergence < threshold."""
+    """FedU [0]: online encoder from the global model; predictor from it only if the divergence < threshold.
+    FL only (its spec): the divergence is measured against the server's global model."""
 
-    frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
-
-    def __init__(self, aggregation: str = "uniform", threshold: Annotated[float, Range(0.0)] = 0.4,
-                 divergence: str = "paper", divergence_of: str = "encoder") -> None:
-        super().__init__(aggregation, divergence, update_predictor="local")
-        if divergence_of not in DIVERGENCE_OF:
-            raise ValueError(f"unknown divergence_of {divergence_of!r}; known: {', '.join(DIVERGENCE_OF)}")
-        if divergence != "paper_flat" and divergence_of != "encoder":
-            raise ValueError(f"divergence {divergence!r} measures the encoder's convolutions; divergence_of: "
+    def __init__(self, config: FedUConfig) -> None:
+        super().__init__(config, FedSSLConfig(update_predictor="local"))
+        if config.divergence != "paper_flat" and config.divergence_of != "encoder":
+            raise ValueError(f"divergence {config.divergence!r} measures the encoder's convolutions; divergence_of: "
                              "predictor needs divergence: paper_flat")
-        if threshold < 0:
-            raise ValueError(f"threshold must be >= 0, got {threshold}")
-        self.hparams.update(threshold=float(threshold), divergence_of=divergence_of)
 
     def setup(self, method: nn.Module) -> None:
         super().setup(method)
         self.kept_keys = tuple(method.state_dict())  # the whole model: W_k^(r-1) for the divergence
         if not self.predictor_keys:
             raise ValueError(f"fedu updates a predictor; method {method.name!r} has none (use byol or simsiam)")
-        self.measure_on(method, self.online_keys if self.hparams["divergence_of"] == "encoder" else self.predictor_keys)
+        self.measure_on(method, self.online_keys if self.config.divergence_of == "encoder" else self.predictor_keys)
 
     def client_update_start(self, client_id: int, global_state: Mapping[str, torch.Tensor],
                             local_state: dict, ctx: ClientContext) -> Mapping[str, torch.Tensor]:
@@ -71,7 +62,7 @@ class FedU(DivergenceAware):
         kept = local_state.get(LOCAL_MODEL)
         if kept is not None:  # a first participation takes the global predictor (FedSSL.first_start)
             divergence = self.divergence(global_state, kept, local_state)
-            use_global = divergence < self.hparams["threshold"]
+            use_global = divergence < self.config.threshold
             if use_global:
                 for key in self.predictor_keys:
                     start[key] = global_state[key]

@@ -25,16 +25,14 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 
-from dssl.config.ranges import Range
+from dssl.config.strategies.ldawa import LDAWAConfig
 from dssl.federation.state import StateDict, combine, normalised_weights, weighted_average
-from dssl.federation.strategies.base import Strategy, Upload, register_strategy
-
-GRANULARITIES = ("layer", "model")
+from dssl.federation.strategies.base import Strategy, Upload
 
 
 def is_layer(tensor: torch.Tensor) -> bool:
@@ -63,29 +61,21 @@ def divergence_scales(client: Mapping[str, torch.Tensor], global_state: Mapping[
     return dict.fromkeys(keys, whole)
 
 
-@register_strategy("ldawa")
 class LDAWA(Strategy):
-    """L-DAWA [0]: FedAvg whose average scales each client layer by its cosine with the previous global layer."""
+    """L-DAWA [0]: FedAvg whose average scales each client layer by its cosine with the previous global layer.
+    FL only (its spec): the scaling is measured against the server's global model."""
 
-    frameworks = ("fl",)   # its divergence or scaling is measured against the server's global model
-
-    def __init__(self, aggregation: str = "uniform", keep_local: bool = False, granularity: str = "layer",
-                 warmup_rounds: Annotated[int, Range(0, 100_000)] = 0) -> None:
-        super().__init__(aggregation, keep_local)
-        if granularity not in GRANULARITIES:
-            raise ValueError(f"unknown granularity {granularity!r}; known: {', '.join(GRANULARITIES)}")
-        if warmup_rounds < 0:
-            raise ValueError(f"warmup_rounds must be >= 0, got {warmup_rounds}")
-        self.hparams.update(granularity=granularity, warmup_rounds=int(warmup_rounds))
+    def __init__(self, config: LDAWAConfig) -> None:
+        super().__init__(config)
         self.rounds_aggregated = 0
         self.last_scales: list[dict[str, float]] = []
 
     def aggregate(self, uploads: Sequence[Upload], weights: np.ndarray, global_state: StateDict) -> StateDict:
         states = [u.state for u in uploads]
-        if self.rounds_aggregated < self.hparams["warmup_rounds"]:
+        if self.rounds_aggregated < self.config.warmup_rounds:
             return weighted_average(states, weights)
         w = normalised_weights(weights)
-        self.last_scales = [divergence_scales(s, global_state, self.hparams["granularity"]) for s in states]
+        self.last_scales = [divergence_scales(s, global_state, self.config.granularity) for s in states]
         merged: StateDict = {}
         for key in states[0]:
             stacked = torch.stack([s[key] for s in states])

@@ -42,45 +42,34 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.strategies._mar import MARConfig
 from dssl.federation.alignment import ALIGNMENTS, alignment_loss, cosine_gamma, uses_tokens
 from dssl.federation.state import StackedStates, StateDict
-from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
-
-Z_SUMMARIES = ("last_batch", "epoch_mean")
+from dssl.federation.strategies.base import ClientContext, Strategy, Upload
 
 
 class MARStrategy(Strategy):
-    """Paper A's [0] MAR loss and the z bookkeeping shared by FedMAR and DecMAR (not registered itself)."""
+    """Paper A's [0] MAR loss and the z bookkeeping shared by FedMAR and DecMAR (not registered itself); its
+    options are ``MARConfig``'s."""
 
-    def __init__(self, gamma_max: Annotated[float, Range(0.0)] = 0.1, gamma_min: Annotated[float, Range(0.0)] = 1e-3,
-                 horizon: Annotated[float | None, Range(0.0, low_open=True)] = None,
-                 alignment: str = "a_mmd", sigma: Annotated[float, Range(0.0, low_open=True)] = 1.0,
-                 z_summary: str = "last_batch", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if not 0 <= gamma_min <= gamma_max:
-            raise ValueError(f"need 0 <= gamma_min <= gamma_max, got gamma_min={gamma_min}, gamma_max={gamma_max}")
-        if horizon is not None and not horizon > 0:
-            raise ValueError(f"horizon must be > 0 (or null: expected participations), got {horizon}")
-        if alignment not in ALIGNMENTS:
-            raise ValueError(f"unknown alignment {alignment!r}; known: {', '.join(ALIGNMENTS.names())}")
-        if not sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {sigma}")
-        if z_summary not in Z_SUMMARIES:
-            raise ValueError(f"unknown z_summary {z_summary!r}; known: {', '.join(Z_SUMMARIES)}")
-        self.hparams.update(gamma_max=float(gamma_max), gamma_min=float(gamma_min), horizon=horizon,
-                            alignment=alignment, sigma=float(sigma), z_summary=z_summary)
-        self.uses_tokens = uses_tokens(alignment)
+    def __init__(self, config: MARConfig) -> None:
+        super().__init__(config)
+        if not config.gamma_min <= config.gamma_max:
+            raise ValueError(f"need 0 <= gamma_min <= gamma_max, got gamma_min={config.gamma_min}, "
+                             f"gamma_max={config.gamma_max}")
+        if config.alignment not in ALIGNMENTS:
+            raise ValueError(f"unknown alignment {config.alignment!r}; known: {', '.join(ALIGNMENTS.names())}")
+        self.uses_tokens = uses_tokens(config.alignment)
 
     def setup(self, method: nn.Module) -> None:
         super().setup(method)
         if self.uses_tokens and getattr(method, "name", None) != "mae":
-            raise ValueError(f"alignment {self.hparams['alignment']!r} needs MAE's token tensor (method 'mae' "
+            raise ValueError(f"alignment {self.config.alignment!r} needs MAE's token tensor (method 'mae' "
                              f"on a ViT), got method {getattr(method, 'name', type(method).__name__)!r}; "
                              f"use alignment 'a_mmd'")
 
@@ -92,8 +81,8 @@ class MARStrategy(Strategy):
 
     def gamma(self, ctx: ClientContext) -> float:
         """Eq. 7 at the client's previous participations."""
-        horizon = self.hparams["horizon"] or ctx.expected_participations
-        return cosine_gamma(ctx.participation, horizon, self.hparams["gamma_max"], self.hparams["gamma_min"])
+        horizon = self.config.horizon or ctx.expected_participations
+        return cosine_gamma(ctx.participation, horizon, self.config.gamma_max, self.config.gamma_min)
 
     # -- client side --------------------------------------------------------------------------------
 
@@ -107,7 +96,7 @@ class MARStrategy(Strategy):
         if z_bar is None:
             return out
         gamma = self.gamma(ctx)
-        term = alignment_loss(self.hparams["alignment"], z, z_bar.to(z.device), self.hparams["sigma"])
+        term = alignment_loss(self.config.alignment, z, z_bar.to(z.device), self.config.sigma)
         return {**out, "method_loss": out["loss"], "loss": out["loss"] + gamma * term,
                 "alignment": term.detach(), "gamma": term.new_full((), gamma)}   # a fill, not a host copy
 
@@ -118,7 +107,7 @@ class MARStrategy(Strategy):
         if "z_shape" in scratch and z.shape != scratch["z_shape"]:
             return  # a smaller final batch (drop_last off): keep batches of one size
         scratch["z_shape"] = z.shape
-        if self.hparams["z_summary"] == "last_batch":
+        if self.config.z_summary == "last_batch":
             scratch["z"] = z
         else:
             scratch["z"] = scratch["z"] + z if "z" in scratch else z.clone()
@@ -139,14 +128,11 @@ def _common_rows(zs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     return [z[:rows] for z in zs]
 
 
-@register_strategy("fedmar")
 class FedMAR(MARStrategy):
-    """Paper A's [0] Algorithm 1: FedAvg on the MAR loss; the server averages z like the weights."""
+    """Paper A's [0] Algorithm 1: FedAvg on the MAR loss; the server averages z like the weights (FL only)."""
 
-    frameworks = ("fl",)
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, config: MARConfig) -> None:
+        super().__init__(config)
         self.global_z: torch.Tensor | None = None
 
     def reference(self, client_id: int) -> torch.Tensor | None:
@@ -168,14 +154,12 @@ class FedMAR(MARStrategy):
         self.global_z = state["global_z"]
 
 
-@register_strategy("decmar")
 class DecMAR(MARStrategy):
-    """Paper A's [0] Algorithm 2: D-PSGD [2] on the MAR loss; z_bar is the neighbour mean of the z sent."""
+    """Paper A's [0] Algorithm 2: D-PSGD [2] on the MAR loss; z_bar is the neighbour mean of the z sent (DecL
+    only)."""
 
-    frameworks = ("decl",)
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, config: MARConfig) -> None:
+        super().__init__(config)
         self.sent_z: dict[int, torch.Tensor] = {}       # each client's latest z
         self.neighbour_z: dict[int, torch.Tensor] = {}  # each client's z_bar for its next training
 

@@ -30,17 +30,17 @@ References:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dssl.config.ranges import Range
+from dssl.config.strategies.orchestra import OrchestraConfig
 from dssl.federation.local import load_client_batch
 from dssl.federation.state import StateDict
-from dssl.federation.strategies.base import ClientContext, Strategy, Upload, register_strategy
+from dssl.federation.strategies.base import ClientContext, Strategy, Upload
 from dssl.methods.sinkhorn import sinkhorn_knopp
 
 CENTROIDS = "centroids"          # the method's global-centroid buffer (a shared key)
@@ -71,23 +71,12 @@ def fit_global_centroids(global_centroids: torch.Tensor, local_centroids: torch.
     return centroids.detach().to(global_centroids.dtype)
 
 
-@register_strategy("orchestra")
 class OrchestraStrategy(Strategy):
-    """Orchestra's [0] round: FedAvg, local equal-size clustering, server fit of the global centroids."""
+    """Orchestra's [0] round: FedAvg, local equal-size clustering, server fit of the global centroids (FL only,
+    its spec)."""
 
-    frameworks = ("fl",)
-
-    def __init__(self, server_steps: Annotated[int, Range(0, 100_000)] = 500,
-                 server_lr: Annotated[float, Range(0.0, low_open=True)] = 0.01,
-                 server_momentum: Annotated[float, Range(0.0, 1.0, high_open=True)] = 0.9,
-                 server_weight_decay: Annotated[float, Range(0.0)] = 1e-4, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if server_steps < 0 or not server_lr > 0 or not 0 <= server_momentum < 1 or server_weight_decay < 0:
-            raise ValueError("need server_steps >= 0, server_lr > 0, 0 <= server_momentum < 1 and "
-                             f"server_weight_decay >= 0, got {server_steps}, {server_lr}, {server_momentum}, "
-                             f"{server_weight_decay}")
-        self.hparams.update(server_steps=int(server_steps), server_lr=float(server_lr),
-                            server_momentum=float(server_momentum), server_weight_decay=float(server_weight_decay))
+    def __init__(self, config: OrchestraConfig) -> None:
+        super().__init__(config)
         self.temperatures = (0.1, 0.04)
 
     def setup(self, method: nn.Module) -> None:
@@ -147,7 +136,7 @@ class OrchestraStrategy(Strategy):
         temperature, sinkhorn_temperature = self.temperatures
         fitted = fit_global_centroids(
             state[CENTROIDS], torch.cat([c.to(state[CENTROIDS].device) for c in sent]),
-            steps=self.hparams["server_steps"], lr=self.hparams["server_lr"],
-            momentum=self.hparams["server_momentum"], weight_decay=self.hparams["server_weight_decay"],
+            steps=self.config.server_steps, lr=self.config.server_lr,
+            momentum=self.config.server_momentum, weight_decay=self.config.server_weight_decay,
             temperature=temperature, sinkhorn_temperature=sinkhorn_temperature)
         return [{**state, CENTROIDS: fitted}, *global_states[1:]]

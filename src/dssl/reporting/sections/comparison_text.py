@@ -8,8 +8,9 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from dssl.config.strategies import declared_strategies
+from dssl.config.strategies import STRATEGY_SPECS
 from dssl.config.study import StrategyEntry, thawed
+from dssl.specs import option_defaults, option_keys
 
 
 def read_on_text(data: pd.DataFrame) -> str:
@@ -32,8 +33,10 @@ def strategy_text(name: str, spec: Mapping[str, Any]) -> str:
     """``fedema (aggregation=uniform, divergence=paper, ...; train: rounds=200)``: strategies entry ``name`` with
     every option it runs with (the strategy's declared defaults filled in) and its training overrides."""
     entry = StrategyEntry.from_spec(name, spec)
-    declared = declared_strategies().get(entry.registry)
-    options = declared.resolved(thawed(entry.options)) if declared else thawed(entry.options)
+    options = thawed(entry.options)
+    if entry.registry in STRATEGY_SPECS:
+        config = STRATEGY_SPECS[entry.registry].config
+        options = {**option_defaults(config), **{k: v for k, v in options.items() if k in option_keys(config)}}
     options.update(entry.round_options)
     text = ", ".join(f"{k}={v}" for k, v in options.items())
     if entry.train:
