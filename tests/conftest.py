@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 import yaml
 
-from dssl.config.params import read_params
+from dssl.config.params import read_params, validate
 from dssl.pipeline.dvcfile import write_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,6 +40,19 @@ def set_at(params: dict, where: str, value: object) -> None:
     for part in parents:
         params = params.setdefault(part, {})
     params[key] = value
+
+
+@pytest.fixture
+def good() -> dict:
+    """params.yaml as read, less the verdict records of other runs (their paths are relative to the repository)."""
+    params = read_params(REPO / "params.yaml")
+    params["report"].pop("verdicts_elsewhere", None)
+    return params
+
+
+def problems_at(params: dict) -> dict[str, str]:
+    """The validator's problems with ``params``, each line by its key path."""
+    return {p.path: str(p) for p in validate(params, REPO)}
 
 
 def validate_error_lines(params: dict, folder: Path) -> list[str]:

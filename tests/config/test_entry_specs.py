@@ -10,7 +10,7 @@ from typing import Annotated
 
 import pytest
 
-from dssl.config.params import read_params, validate
+from dssl.config.params import validate
 from dssl.config.ranges import Range, declared_options
 from dssl.config.sections import datasets as dataset_section
 from dssl.config.sections import graphs as graph_section
@@ -20,20 +20,9 @@ from dssl.data.partition_specs import PARTITION_SCHEMES, PartitionScheme
 from dssl.registry import Registry
 from dssl.topology.topology_specs import TOPOLOGY_SPECS, RandomGraphOptions, TopologySpec
 
-from conftest import set_at, validate_error_lines
+from conftest import problems_at, set_at, validate_error_lines
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def good() -> dict:
-    params = read_params(REPO / "params.yaml")
-    params["report"].pop("verdicts_elsewhere", None)   # records of other runs, relative to the repository
-    return params
-
-
-def _problems(params: dict) -> dict[str, str]:
-    return {p.path: str(p) for p in validate(params, REPO)}
 
 
 @pytest.mark.parametrize("where, value, expected", [
@@ -89,21 +78,21 @@ def test_a_new_scheme_is_known_to_the_validator_through_its_spec_alone(good: dic
     stripes = PartitionScheme("stripes", _StripesOptions, "split_stripes")
     monkeypatch.setattr(partition_section, "PARTITION_SCHEMES", _with(PARTITION_SCHEMES, stripes))
     good["partitions"]["fl-iid"] = {"dataset": "digits", "scheme": "stripes", "clients": 4, "seed": 0, "width": 3}
-    assert "partitions.fl-iid.width" not in _problems(good)
+    assert "partitions.fl-iid.width" not in problems_at(good)
     good["partitions"]["fl-iid"]["width"] = 9
-    assert _problems(good)["partitions.fl-iid.width"].startswith("partitions.fl-iid.width: must be <= 8, got 9")
+    assert problems_at(good)["partitions.fl-iid.width"].startswith("partitions.fl-iid.width: must be <= 8, got 9")
     del good["partitions"]["fl-iid"]["width"]
     good["partitions"]["fl-iid"]["height"] = 3
-    assert "allowed keys: clients, dataset, scheme, seed, width" in _problems(good)["partitions.fl-iid.height"]
+    assert "allowed keys: clients, dataset, scheme, seed, width" in problems_at(good)["partitions.fl-iid.height"]
 
 
 def test_a_new_dataset_is_known_to_the_validator_through_its_spec_alone(good: dict, monkeypatch) -> None:
     tiny = DatasetSpec("tiny", _TinyOptions, "a dataset of this test", 3, "data.digits")
     monkeypatch.setattr(dataset_section, "DATASET_SPECS", _with(DATASET_SPECS, tiny))
     good["datasets"]["tiny"] = {"side": 12}
-    assert not [p for p in _problems(good) if p.startswith("datasets.tiny")]
+    assert not [p for p in problems_at(good) if p.startswith("datasets.tiny")]
     good["datasets"]["tiny"] = {"side": 2, "depth": 1}
-    problems = _problems(good)
+    problems = problems_at(good)
     assert problems["datasets.tiny.side"] == "datasets.tiny.side: must be >= 4, got 2  (hint: side: [4, 16])"
     assert problems["datasets.tiny.depth"] == "datasets.tiny.depth: unknown key  (hint: allowed keys: side)"
 
@@ -112,9 +101,9 @@ def test_a_new_topology_is_known_to_the_validator_through_its_spec_alone(good: d
     ring = TopologySpec("ring", RandomGraphOptions, "draw_ring")
     monkeypatch.setattr(graph_section, "TOPOLOGY_SPECS", _with(TOPOLOGY_SPECS, ring))
     good["graphs"]["ring"] = {"partition": "decl-label", "topology": "ring", "connectivity": 0.5, "seed": 0}
-    assert _problems(good)["graphs.ring.connectivity"].startswith("graphs.ring.connectivity: must be >= 1, got 0.5")
+    assert problems_at(good)["graphs.ring.connectivity"].startswith("graphs.ring.connectivity: must be >= 1, got 0.5")
     good["graphs"]["ring"]["hops"] = 2
-    assert "graphs.ring.hops" in _problems(good)
+    assert "graphs.ring.hops" in problems_at(good)
 
 
 def test_the_data_code_reads_names_and_defaults_from_the_specs() -> None:

@@ -36,13 +36,6 @@ OPTION_CLASSES = [option_classes.FLSchedule, option_classes.DecLSchedule, option
                   *STRATEGY_CONFIGS]
 
 
-@pytest.fixture
-def good() -> dict:
-    params = read_params(REPO / "params.yaml")
-    params["report"].pop("verdicts_elsewhere", None)   # records of other runs, relative to the repository
-    return params
-
-
 def _model_of(params: dict, method: str) -> str:
     return next(name for name, spec in params["models"].items() if spec["method"] == method)
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from dssl.config.params import read_params, validate
 from dssl.config.strategies import FRAMEWORKS, STRATEGY_SPECS
 from dssl.specs import option_defaults
+
+from conftest import problems_at
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC_FOLDER = REPO / "src" / "dssl" / "config" / "strategies"
@@ -34,17 +35,6 @@ BAD_VALUES = [
     ("orchestra", "server_momentum", 1.0, "must be < 1, got 1.0"),
     ("fedavg", "aggregation", "median", "'median'"),
 ]
-
-
-@pytest.fixture
-def good() -> dict:
-    params = read_params(REPO / "params.yaml")
-    params["report"].pop("verdicts_elsewhere", None)   # records of other runs, relative to the repository
-    return params
-
-
-def problems_of(params: dict) -> dict[str, str]:
-    return {p.path: str(p) for p in validate(params, REPO)}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -83,7 +73,7 @@ def test_spec_modules_are_torch_free_and_import_only_what_they_extend() -> None:
 def test_a_bad_value_is_refused_at_its_key_path_and_when_the_config_is_built(good: dict, name: str, option: str,
                                                                              value, message: str) -> None:
     good["strategies"]["entry"] = {"name": name, option: value}
-    problems = problems_of(good)
+    problems = problems_at(good)
     assert list(problems) == [f"strategies.entry.{option}"]
     assert message in problems[f"strategies.entry.{option}"]
     with pytest.raises(ValueError, match=f"{option}: .*{message}"):
@@ -92,7 +82,7 @@ def test_a_bad_value_is_refused_at_its_key_path_and_when_the_config_is_built(goo
 
 def test_the_validator_checks_types_and_the_registry_an_option_names(good: dict) -> None:
     good["strategies"]["entry"] = {"name": "fedmar", "keep_local": "yes", "alignment": "l2", "horizon": None}
-    problems = problems_of(good)
+    problems = problems_at(good)
     assert list(problems) == ["strategies.entry.keep_local", "strategies.entry.alignment"]
     assert "must be true or false, got 'yes'" in problems["strategies.entry.keep_local"]
     assert "unknown alignment 'l2'" in problems["strategies.entry.alignment"]
@@ -103,7 +93,7 @@ def test_an_unknown_option_is_refused(good: dict) -> None:
     from dssl.federation import create_strategy
 
     good["strategies"]["entry"] = {"name": "fedema", "gamma_max": 0.1}
-    problem = problems_of(good)["strategies.entry.gamma_max"]
+    problem = problems_at(good)["strategies.entry.gamma_max"]
     assert "unknown key" in problem
     assert "allowed keys: aggregation, divergence, ema_lambda, mixing, name, order, scaler, skipped, tau, train" \
         in problem
@@ -132,7 +122,7 @@ def test_grids_run_each_strategy_in_its_specs_frameworks_only(good: dict) -> Non
     good["strategies"].update({f"s-{name}": {"name": name} for name in NAMES})
     for framework, grid in (("fl", "table1"), ("decl", "fig2a")):
         good["pretrain"][framework]["grids"][grid]["strategies"] = [f"s-{name}" for name in NAMES]
-    problems = problems_of(good)
+    problems = problems_at(good)
     expected = {}
     for framework, grid in (("fl", "table1"), ("decl", "fig2a")):
         for i, name in enumerate(NAMES):
