@@ -58,11 +58,11 @@ def recipe(backbone: str, dataset: str, batch: int, option: str, device: str):
     """The ``FineTuneConfig`` configs/paper.yaml gives ``backbone`` on ``dataset``, at ``batch`` with the step
     option ``option`` on ``device`` (the recipe's own batch and step settings replaced by the benchmark's)."""
     from dssl.config.lookups import backbone_family
-    from dssl.evaluation.registry import PROTOCOLS
+    from dssl.config.protocols import PROTOCOL_SPECS
     from dssl.yamlio import load_yaml
 
     entry = load_yaml(PAPER_PARAMS.read_text())["evaluate"]["finetune"]
-    config = PROTOCOLS["finetune"].make_config(entry, dataset, backbone_family(backbone))
+    config = PROTOCOL_SPECS["finetune"].make_config(entry, dataset, backbone_family(backbone))
     return dataclasses.replace(config, batch_size=batch, device=device, **step_settings(option))
 
 

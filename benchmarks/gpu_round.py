@@ -77,11 +77,12 @@ def step_settings(option: str) -> dict:
 
 
 def build_method(backbone: str, size: int, method: str, device: torch.device) -> torch.nn.Module:
+    from dssl.config.backbones import BACKBONE_SPECS
     from dssl.config.methods import METHOD_SPECS
     from dssl.models.backbones import create_backbone
 
     overrides = {}
-    if backbone == "tiny_vit" and size % 14:
+    if backbone == "tiny_vit" and size % BACKBONE_SPECS["tiny_vit"].options().patch_size:
         overrides["patch_size"] = size // 8  # 8 x 8 tokens when patch 14 does not divide the size
     torch.manual_seed(0)
     encoder = create_backbone(backbone, size, 3, **overrides)

@@ -92,7 +92,8 @@ def train_run(args, params: dict, kind: str, fields: dict, channels: int, device
     """One pretraining kind: warm-up + timed rounds in the simulator; images/s and checkpoint bytes."""
     from dssl.federation import ClientData, DecLConfig, DecLSimulator, FLConfig, FLSimulator, create_strategy
     from dssl.pipeline.pretrain import build_strategy, optimizer_config, simulator_config, train_schedule
-    from dssl.topology.mixing import COLUMN_STOCHASTIC, DEFAULT_RULE, mixing_matrix
+    from dssl.config.mixing import MIXING_SPECS
+    from dssl.topology.mixing import DEFAULT_RULE, mixing_matrix
 
     model = fields["model"]
     method = build(params, model, args.size, channels, device)
@@ -121,7 +122,7 @@ def train_run(args, params: dict, kind: str, fields: dict, channels: int, device
             mixing = mixing_matrix(adjacency, rule, np.full(clients_count, per_client))
             simulator = DecLSimulator(method, clients, strategy, mixing,
                                       DecLConfig.from_dict({**common, **round_options}),
-                                      push_sum=rule in COLUMN_STOCHASTIC, checkpoint_dir=folder)
+                                      push_sum=MIXING_SPECS[rule].column_stochastic, checkpoint_dir=folder)
         else:
             config = FLConfig.from_dict({**common, "clients_per_round": clients_count})
             simulator = FLSimulator(method, clients, strategy, config, checkpoint_dir=folder)
@@ -145,15 +146,17 @@ def step_schedule(params: dict, framework: str, strategy: str | None) -> dict:
 def evaluation_run(args, params: dict, protocol: str, backbone: str, device: torch.device) -> dict:
     """One evaluation protocol on a fresh encoder: BatchNorm re-estimation plus the protocol, timed."""
     from dssl.data.imageset import resized
-    from dssl.evaluation import PROTOCOLS, evaluate
+    from dssl.config.protocols import PROTOCOL_SPECS
+    from dssl.evaluation import evaluate
     from dssl.evaluation.batchnorm import reestimate_batchnorm
     from dssl.models import create_backbone
     from dssl.planning.costs import encoder_costs
     from dssl.planning.workload import protocol_work
 
     section = dict(params["evaluate"].get(protocol) or {})
-    config = PROTOCOLS[protocol].make_config(section)
-    config = PROTOCOLS[protocol].make_config({**section, **few_steps(config, PROTOCOLS[protocol].keys, args.batch)})
+    spec = PROTOCOL_SPECS[protocol]
+    config = spec.make_config(section)
+    config = spec.make_config({**section, **few_steps(config, spec.keys, args.batch)})
     count = max(int(round(args.steps * args.batch / (1 - config.val_fraction))), 20)
     train, test = resized(synthetic(count, 32, 3), args.size), resized(synthetic(args.batch, 32, 3, seed=1), args.size)
     torch.manual_seed(0)

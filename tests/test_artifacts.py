@@ -17,7 +17,8 @@ from dssl.data.imageset import save_arrays
 from dssl.data.partition import create_partition, load_counts, load_partition, save_partition
 from dssl.reporting.results import load_results
 from dssl.topology.graphs import create_graph, load_graph, save_graph
-from dssl.topology.mixing import MIXING, mixing_matrix
+from dssl.topology.mixing import mixing_matrix
+from dssl.config.mixing import MIXING_SPECS
 
 REPO = Path(__file__).resolve().parents[1]
 CI_PARAMS = REPO / "configs" / "ci.yaml"
@@ -217,7 +218,7 @@ def graph_file(tmp_path: Path) -> Path:
     graph = create_graph({"topology": "general", "connectivity": 3}, 6, 0)
     sizes = np.full(6, 10)
     path = tmp_path / "g" / "graph.json"
-    save_graph(graph, {rule: mixing_matrix(graph.adjacency, rule, sizes) for rule in MIXING}, path)
+    save_graph(graph, {rule: mixing_matrix(graph.adjacency, rule, sizes) for rule in MIXING_SPECS.names()}, path)
     return path
 
 

@@ -17,13 +17,13 @@ import importlib
 import typing
 from dataclasses import MISSING, Field, dataclass, fields
 from functools import lru_cache
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, ClassVar, Literal, get_args, get_origin
 
 from dssl.config.ranges import range_problems
 from dssl.registry import import_cpu
 
 __all__ = ["option_defaults", "option_keys", "required_options", "choices", "nested_options", "field_hint",
-           "implementation", "Options", "EntrySpec", "option_problems"]
+           "implementation", "Options", "NoOptions", "EntrySpec", "option_problems"]
 
 
 def option_keys(config: type) -> tuple[str, ...]:
@@ -82,7 +82,9 @@ def field_hint(config: type, key: str) -> str:
 
 def implementation(module: str, attribute: str | None = None) -> Any:
     """Import ``dssl.<module>`` (given relative to ``dssl``) and return it, or its ``attribute``."""
-    loaded = importlib.import_module(f"{__package__ or 'dssl'}.{module}")
+    name = f"{__package__ or 'dssl'}.{module}"
+    import_cpu(name)
+    loaded = importlib.import_module(name)
     return loaded if attribute is None else getattr(loaded, attribute)
 
 
@@ -108,11 +110,19 @@ class Options:
 
 
 @dataclass(frozen=True)
+class NoOptions(Options):
+    """The config of an entry with nothing to set (a mixing rule, an alignment term): its params entry is its
+    name alone."""
+
+
+@dataclass(frozen=True)
 class EntrySpec:
     """A registry entry declared once, torch-free: its ``params.yaml`` name, its options as a config dataclass
     (an :class:`Options`: keys, types, defaults, ranges, and a docstring citing its paper with the paper's
     defaults) and the code implementing it, ``"<module>:<attribute>"`` relative to ``dssl`` (``"methods.byol:BYOL"``),
     imported only by :meth:`load`."""
+
+    kind: ClassVar[str] = "entry"   # what a message calls it: "method", "strategy", "backbone", ...
 
     name: str
     config: type
@@ -126,12 +136,18 @@ class EntrySpec:
     def load(self) -> Any:
         """The implementing class or function, imported now (with the CPU as torch's default device). A class
         is given the entry's name as its ``name``: the name is declared here, once."""
-        import_cpu(self.module)
-        loaded = getattr(importlib.import_module(self.module), self.code.partition(":")[2])
+        loaded = implementation(*self.code.split(":"))
         if isinstance(loaded, type):
             loaded.name = self.name
         return loaded
 
     def options(self, values: dict[str, Any] | None = None) -> Any:
-        """The config of a params entry's values, the declared defaults for the rest (checked when made)."""
-        return self.config(**(values or {}))
+        """The config of a params entry's values, the declared defaults for the rest (checked when made). A key
+        the config does not declare is a ValueError naming the declared ones, so a typo fails loudly."""
+        values = dict(values or {})
+        declared = option_keys(self.config)
+        unknown = sorted(set(values) - set(declared))
+        if unknown:
+            raise ValueError(f"{self.kind} {self.name!r} has no option {', '.join(map(repr, unknown))}; "
+                             f"its options: {', '.join(declared) or 'none'}")
+        return self.config(**values)

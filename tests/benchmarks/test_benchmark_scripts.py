@@ -150,11 +150,11 @@ def test_paper_smoke_runs_every_evaluation_protocol():
 
     import torch
 
-    from dssl.evaluation import PROTOCOLS
+    from dssl.config.protocols import PROTOCOL_SPECS
 
     smoke = load_script("paper_smoke.py")
     args = argparse.Namespace(size=8, batch=4, steps=2)
-    for protocol in PROTOCOLS:
+    for protocol in PROTOCOL_SPECS.names():
         row = smoke.evaluation_run(args, {"evaluate": {protocol: {}}}, protocol, "cnn_small", torch.device("cpu"))
         assert row["images_per_s"] > 0 and row["flops_per_s"] > 0, protocol
 

@@ -161,14 +161,14 @@ def test_feature_augment_keys(good: dict) -> None:
 def test_registry_names_match_the_validator() -> None:
     from dssl.config.lookups import backbone_families
     from dssl.config.sections import evaluate, training
-    from dssl.evaluation import PROTOCOLS
-    from dssl.models import BACKBONES
+    from dssl.config.backbones import BACKBONE_SPECS
+    from dssl.config.protocols import PROTOCOL_SPECS
     from dssl.models.vit import POOLS
 
     families = backbone_families()
-    assert set(families) == set(BACKBONES)
-    assert all(BACKBONES[name].family == family for name, family in families.items())
-    assert evaluate.PROTOCOL_NAMES == set(PROTOCOLS)
+    assert sorted(families) == BACKBONE_SPECS.names()
+    assert all(BACKBONE_SPECS[name].family == family for name, family in families.items())
+    assert evaluate.PROTOCOL_NAMES == set(PROTOCOL_SPECS.names())
     assert evaluate.VIT_POOLS == POOLS
     from dssl.federation.local import OPTIMIZERS, SCHEDULES
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 from evaluation_helpers import FlattenEncoder, separable_images
 
-from dssl.evaluation import PROTOCOLS, evaluate, stratified_split
+from dssl.config.protocols import PROTOCOL_SPECS
+from dssl.evaluation import evaluate, stratified_split
 from dssl.models.backbones import create_backbone
 
 
@@ -55,7 +56,7 @@ def test_finetune_trains_a_copy_and_selects_on_validation():
 
 
 def test_unknown_protocol_and_keys():
-    assert {"linear_probe", "finetune"} <= set(PROTOCOLS)
+    assert {"linear_probe", "finetune"} <= set(PROTOCOL_SPECS.names())
     train = separable_images(30, seed=0)
     with pytest.raises(KeyError, match="linear_probe"):
         evaluate("svm", FlattenEncoder(16), train, train)

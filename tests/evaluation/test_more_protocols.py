@@ -10,7 +10,8 @@ import pytest
 import torch
 from evaluation_helpers import FlattenEncoder, separable_images
 
-from dssl.evaluation import PROTOCOLS, FewShotConfig, KnnConfig, evaluate, labelled_subset, stratified_split
+from dssl.config.protocols import PROTOCOL_SPECS, ProtocolSpec
+from dssl.evaluation import FewShotConfig, KnnConfig, evaluate, labelled_subset, stratified_split
 from dssl.evaluation import linear_probe as linear_probe_module
 from dssl.evaluation.knn import knn_predict
 
@@ -118,30 +119,51 @@ def test_labelled_subset_rounds_per_class_and_keeps_at_least_one():
         labelled_subset(labels, pool, 0.0, seed=0)
 
 
+PROTOCOL_NAMES = ["finetune", "knn", "linear_probe", "linear_probe_10pct", "linear_probe_1pct"]
+
+
 def test_registry_exposes_configs_and_keys():
-    assert {"linear_probe", "finetune", "knn", "linear_probe_10pct", "linear_probe_1pct"} <= set(PROTOCOLS)
-    assert PROTOCOLS["knn"].config_class is KnnConfig
-    assert {"k", "temperature", "val_fraction"} <= PROTOCOLS["knn"].keys
-    few_shot = PROTOCOLS["linear_probe_1pct"]
-    assert few_shot.config_class is FewShotConfig and few_shot.fixed == {"label_fraction": 0.01}
-    assert "label_fraction" not in few_shot.keys and PROTOCOLS["linear_probe"].keys <= few_shot.keys
+    assert PROTOCOL_SPECS.names() == PROTOCOL_NAMES
+    assert PROTOCOL_SPECS["knn"].config is KnnConfig
+    assert {"k", "temperature", "val_fraction"} <= PROTOCOL_SPECS["knn"].keys
+    few_shot = PROTOCOL_SPECS["linear_probe_1pct"]
+    assert few_shot.config is FewShotConfig and few_shot.fixed == {"label_fraction": 0.01}
+    assert PROTOCOL_SPECS["linear_probe_10pct"].fixed == {"label_fraction": 0.1}
+    assert "label_fraction" not in few_shot.keys and PROTOCOL_SPECS["linear_probe"].keys <= few_shot.keys
     assert few_shot.make_config({"epochs": 3}) == FewShotConfig(epochs=3, label_fraction=0.01)
+    assert few_shot.options({"epochs": 3}) == few_shot.make_config({"epochs": 3})
 
 
 def test_registry_rejects_fixed_unknown_and_bad_values():
-    few_shot = PROTOCOLS["linear_probe_1pct"]
+    few_shot = PROTOCOL_SPECS["linear_probe_1pct"]
     with pytest.raises(TypeError, match="label_fraction"):
         few_shot.make_config({"label_fraction": 0.5})
     with pytest.raises(ValueError, match="label_fraction"):
         few_shot.make_config(FewShotConfig(label_fraction=0.5))
     with pytest.raises(TypeError, match="temprature"):
-        PROTOCOLS["knn"].make_config({"temprature": 0.1})
+        PROTOCOL_SPECS["knn"].make_config({"temprature": 0.1})
     with pytest.raises(ValueError, match="k: must be >= 1, got 0"):
-        PROTOCOLS["knn"].make_config({"k": 0})
+        PROTOCOL_SPECS["knn"].make_config({"k": 0})
     with pytest.raises(ValueError, match="optimizer"):
-        PROTOCOLS["finetune"].make_config({"optimizer": "lbfgs"})
+        PROTOCOL_SPECS["finetune"].make_config({"optimizer": "lbfgs"})
 
 
-def test_registry_is_readable_without_torch():
-    code = "import sys, dssl.evaluation as e; e.PROTOCOLS['knn'].keys; assert 'torch' not in sys.modules"
+@pytest.mark.parametrize("statement", [
+    "import dssl.config.protocols",
+    "import dssl.evaluation",
+    "from dssl.config.protocols import PROTOCOL_SPECS; PROTOCOL_SPECS['knn'].keys",
+    "from dssl.config.protocols import PROTOCOL_SPECS; [spec.keys for spec in PROTOCOL_SPECS.values()]",
+])
+def test_the_specs_import_without_torch(statement):
+    """The validator reads every protocol's spec: a fresh interpreter gets them, every one, without torch."""
+    code = f"import sys; {statement}; assert 'torch' not in sys.modules, sorted(sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", PROTOCOL_NAMES)
+def test_each_spec_names_its_module_and_loads_a_callable(name):
+    spec = PROTOCOL_SPECS[name]
+    assert isinstance(spec, ProtocolSpec) and spec.name == name
+    assert PROTOCOL_SPECS.modules_of(name) == [f"dssl.config.protocols.{name}", spec.module]
+    assert spec.module.startswith("dssl.evaluation.") and callable(spec.load())
+    assert spec.make_config() == spec.config(**spec.fixed)   # the defaults, with what the name fixes

@@ -10,7 +10,8 @@ import pytest
 import torch
 from evaluation_helpers import separable_images
 
-from dssl.evaluation import PROTOCOLS, evaluate
+from dssl.config.protocols import PROTOCOL_SPECS
+from dssl.evaluation import evaluate
 from dssl.evaluation.configs import FineTuneConfig
 from dssl.evaluation.finetune import Classifier, _optimizer, lr_factor
 from dssl.evaluation.recipe import soft_cross_entropy
@@ -133,4 +134,4 @@ def test_the_paper_profile_resolves_its_recipes_per_family_and_dataset():
     assert cnn_imagenet.learning_rate(1e-3) == pytest.approx(4e-3)
     assert protocol_config(params, "finetune", "cifar10", "tiny_vit").epochs == 50
     assert (vit_cifar100.device, vit_cifar100.precision) == ("cuda", "bf16")
-    assert PROTOCOLS["finetune"].make_config(params["evaluate"]["finetune"]).epochs == 50  # no dataset: the base
+    assert PROTOCOL_SPECS["finetune"].make_config(params["evaluate"]["finetune"]).epochs == 50  # no dataset: the base

@@ -14,7 +14,8 @@ from evaluation_helpers import separable_images
 from dssl.config.checker import ParamsError
 from dssl.config.params import load_params, read_params
 from dssl.data.imageset import ArrayImageSet
-from dssl.evaluation import PROTOCOLS, evaluate
+from dssl.config.protocols import PROTOCOL_SPECS
+from dssl.evaluation import evaluate
 from dssl.models.backbones import create_backbone
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -55,7 +56,7 @@ def test_bf16_and_channels_last_reach_every_pass(protocol, config):
 def test_a_bad_step_value_is_refused_by_the_config():
     with pytest.raises(ValueError, match=r"device: unknown device 'gpu'; one of: auto, cpu, cuda; "
                                          r"precision: unknown precision 'fp16'; one of: fp32, bf16"):
-        PROTOCOLS["finetune"].make_config({"precision": "fp16", "device": "gpu"})
+        PROTOCOL_SPECS["finetune"].make_config({"precision": "fp16", "device": "gpu"})
 
 
 def test_the_validator_names_every_bad_step_value_once(tmp_path):

@@ -224,7 +224,7 @@ def test_progress_bar_is_off_under_ci(monkeypatch):
 def test_strategy_registry_errors():
     with pytest.raises(KeyError, match="fedavg"):
         create_strategy("no-such-strategy")
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="strategy 'fedavg' has no option 'mu'"):
         create_strategy("fedavg", mu=0.5)
     with pytest.raises(ValueError, match="aggregation"):
         create_strategy("fedavg", aggregation="median")

@@ -123,7 +123,7 @@ def test_bad_design_space_options_fail_loudly():
         create_strategy("fedssl", update_encoder="online_target")
     with pytest.raises(ValueError, match="encoder_ema"):
         create_strategy("fedssl", update_encoder="ema")
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="has no option 'upload'"):
         create_strategy("fedssl", upload="online")
     with pytest.raises(ValueError, match="divergence: must be one of"):
         create_strategy("fedema", divergence="flat")

@@ -107,7 +107,7 @@ def test_gamma_schedule_ends_and_middle():
 
 
 def test_strategy_options_are_checked():
-    with pytest.raises(TypeError, match="has no option 'gama'.*gamma_max"):
+    with pytest.raises(ValueError, match="has no option 'gama'.*gamma_max"):
         create_strategy("fedmar", gama=0.1)
     with pytest.raises(ValueError, match="alignment"):
         create_strategy("fedmar", alignment="l2")

@@ -33,7 +33,7 @@ from dssl.federation.local import (
 from dssl.methods import create_method
 from dssl.training.determinism import configure_determinism
 
-BACKBONES = ("cnn_small", "vit_small")
+SMALL_BACKBONES = ("cnn_small", "vit_small")
 BATCH, SIZE, STEPS = 8, 16, 3
 BF16_RTOL, CHANNELS_LAST_ATOL, COMPILE_ATOL = 5e-2, 1e-5, 1e-4
 
@@ -66,14 +66,14 @@ def _losses(backbone: str, options: StepOptions, steps: int = STEPS) -> list[flo
     return losses
 
 
-@pytest.mark.parametrize("backbone", BACKBONES)
+@pytest.mark.parametrize("backbone", SMALL_BACKBONES)
 def test_bf16_first_step_loss_matches_fp32(backbone):
     plain = _losses(backbone, StepOptions(), steps=1)
     bf16 = _losses(backbone, StepOptions(precision="bf16"), steps=1)
     assert bf16 == pytest.approx(plain, rel=BF16_RTOL)
 
 
-@pytest.mark.parametrize("backbone", BACKBONES)
+@pytest.mark.parametrize("backbone", SMALL_BACKBONES)
 def test_channels_last_matches_plain(backbone):
     plain = _losses(backbone, StepOptions())
     assert _losses(backbone, StepOptions(channels_last=True)) == pytest.approx(plain, abs=CHANNELS_LAST_ATOL)
@@ -98,7 +98,7 @@ def test_channels_last_converts_conv_weights_and_inputs():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backbone", BACKBONES)
+@pytest.mark.parametrize("backbone", SMALL_BACKBONES)
 def test_compile_matches_plain(backbone):
     plain = _losses(backbone, StepOptions())
     assert _losses(backbone, StepOptions(compile=True)) == pytest.approx(plain, abs=COMPILE_ATOL)

@@ -112,9 +112,9 @@ def test_moco_versions():
 
 
 def test_unknown_switch_names_fail_loudly():
-    with pytest.raises(ValueError, match="no hyper-parameter"):
+    with pytest.raises(ValueError, match="has no option"):
         create_method("simclr", "cnn_small", 8, 1, predictor=False)  # SimCLR has no predictor switch
-    with pytest.raises(ValueError, match="no hyper-parameter"):
+    with pytest.raises(ValueError, match="has no option"):
         create_method("byol", "cnn_small", 8, 1, stop_grad=False)
 
 

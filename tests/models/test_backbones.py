@@ -1,13 +1,18 @@
-"""Backbone registry, feature shapes and parameter counts."""
+"""Backbone specs (``dssl.config.backbones``), feature shapes and parameter counts."""
 
+import subprocess
+import sys
+from dataclasses import asdict
 from functools import lru_cache
 
 import pytest
 import torch
 
-from dssl.models import BACKBONES, UnknownNameError, count_parameters, create_backbone
+from dssl.config.backbones import BACKBONE_SPECS, FAMILIES
+from dssl.models import UnknownNameError, count_parameters, create_backbone
 from dssl.models.vit import ViTBackbone
 from dssl.models.vit import sincos_2d_pos_embed
+from dssl.specs import NoOptions, option_defaults
 
 
 @lru_cache(maxsize=None)
@@ -19,10 +24,57 @@ def backbone(name: str, size: int, chans: int) -> torch.nn.Module:
 SMALL = [("cnn_small", 128), ("vit_small", 96), ("resnet18_cifar", 512), ("resnet18_imagenet", 512)]
 
 
-def test_registry_holds_the_params_yaml_names():
-    assert set(BACKBONES) == {
-        "resnet18_cifar", "resnet18_imagenet", "tiny_vit", "cnn_small", "vit_small"
-    }
+NAMES = BACKBONE_SPECS.names()
+BUILD_AT = {"tiny_vit": (28, 3)}   # patch 14 divides 28; every other backbone builds at 16 px, 1 channel
+
+
+def test_the_names_are_the_spec_modules_and_looking_one_up_imports_no_torch():
+    assert NAMES == ["cnn_small", "resnet18_cifar", "resnet18_imagenet", "tiny_vit", "vit_small"]
+    code = ("import sys, dssl.config.backbones as b; names = b.BACKBONE_SPECS.names(); "
+            "spec = b.BACKBONE_SPECS['vit_small']; from dssl.config.lookups import backbone_families; "
+            "families = backbone_families(); print(names, spec.family, families['tiny_vit']); "
+            "print(sorted(m for m in sys.modules if m == 'torch' or m == 'timm' or m.startswith('dssl.models')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [f"{NAMES} vit vit", "[]"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_spec_builds_its_backbone_of_its_family_with_the_declared_defaults(name):
+    spec = BACKBONE_SPECS[name]
+    assert spec.family in FAMILIES and spec.module in ("dssl.models.cnn", "dssl.models.vit")
+    assert BACKBONE_SPECS.modules_of(name) == [f"dssl.config.backbones.{name}", spec.module]
+    assert spec.config is NoOptions or spec.config.__doc__
+    # each cites the papers whose sizes it follows; cnn_small is this project's own CPU network
+    assert name == "cnn_small" or "https://" in sys.modules[f"dssl.config.backbones.{name}"].__doc__
+    model = create_backbone(name, *BUILD_AT.get(name, (16, 1)))
+    assert isinstance(model, ViTBackbone) == (spec.family == "vit")
+    # the builder takes exactly the declared options, with no defaults of its own
+    torch.manual_seed(0)
+    explicit = spec.load()(*BUILD_AT.get(name, (16, 1)), **option_defaults(spec.config))
+    torch.manual_seed(0)
+    built = create_backbone(name, *BUILD_AT.get(name, (16, 1)))
+    assert all(torch.equal(a, b) for a, b in zip(explicit.state_dict().values(), built.state_dict().values()))
+    assert asdict(spec.options()) == option_defaults(spec.config)
+
+
+def test_the_declared_defaults_are_the_papers_and_profiles_sizes():
+    assert asdict(BACKBONE_SPECS["cnn_small"].options()) == {"widths": (32, 64, 128)}
+    assert asdict(BACKBONE_SPECS["tiny_vit"].options()) == {"patch_size": 14}
+    assert asdict(BACKBONE_SPECS["vit_small"].options()) == {"patch_size": None, "depth": 2, "num_heads": 4}
+    assert BACKBONE_SPECS["resnet18_cifar"].config is BACKBONE_SPECS["resnet18_imagenet"].config is NoOptions
+
+
+def test_an_unknown_option_or_a_value_outside_its_range_is_refused_before_building():
+    with pytest.raises(ValueError, match=r"backbone 'vit_small' has no option 'patch'; its options: patch_size, depth"):
+        create_backbone("vit_small", 16, 1, patch=2)
+    with pytest.raises(ValueError, match="has no option"):
+        create_backbone("resnet18_cifar", 16, 1, widths=(8,))
+    with pytest.raises(ValueError, match="depth: must be >= 1, got 0"):
+        create_backbone("vit_small", 16, 1, depth=0)
+    with pytest.raises(ValueError, match="widths: must be >= 1, got 0"):
+        create_backbone("cnn_small", 16, 1, widths=(8, 0))
+    with pytest.raises(ValueError, match="patch_size: must be an integer"):
+        create_backbone("tiny_vit", 28, 3, patch_size=7.0)
 
 
 @pytest.mark.parametrize(("name", "dim"), SMALL)

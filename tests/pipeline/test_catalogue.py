@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dssl.config.params import load_params, read_params
-from dssl.evaluation.registry import PROTOCOLS
+from dssl.config.protocols import PROTOCOL_SPECS
 from dssl.pipeline.catalogue import (KINDS, Catalogue, component_modules, component_terms, instances, manifest_path,
                                      producer)
 from dssl.pipeline.code import code_manifest
@@ -111,7 +111,7 @@ def test_only_the_evaluation_stages_that_run_a_protocol_depend_on_its_implementa
     # every stage reads the protocol registry (the params validator does); no kind's shared code holds an
     # implementation: an evaluation depends on those of the protocols its cell runs (``protocol/<names>``), so
     # an edit to fine-tuning re-runs the fine-tuning evaluations and the report, nothing else
-    implementations = {f"dssl.evaluation.{protocol.module}" for protocol in PROTOCOLS.values()}
+    implementations = {protocol.module for protocol in PROTOCOL_SPECS.values()}
     assert implementations == {"dssl.evaluation.linear_probe", "dssl.evaluation.finetune", "dssl.evaluation.knn",
                                "dssl.evaluation.few_shot"}
     stages = instances(read_params(REPO / "params.yaml"))
@@ -130,12 +130,15 @@ def test_a_component_of_several_entries_hashes_the_union_of_their_closures() -> 
     assert component_terms("protocol/knn+linear_probe_10pct") == [("protocol", "knn"),
                                                                   ("protocol", "linear_probe_10pct")]
     assert component_terms("strategy/fedmar+alignment/cosine") == [("strategy", "fedmar"), ("alignment", "cosine")]
-    # a strategy's code is its spec module and its implementation (fedmar and decmar share mar.py)
+    # an entry's code is its spec module and its implementation (fedmar and decmar share mar.py)
     assert component_modules("strategy/fedmar+alignment/cosine") == ["dssl.config.strategies.fedmar",
                                                                      "dssl.federation.strategies.mar",
+                                                                     "dssl.config.alignments.cosine",
                                                                      "dssl.federation.alignments.cosine"]
     files = set(closure_files(component_modules("protocol/knn+linear_probe_10pct")))
-    assert files == set(closure_files("dssl.evaluation.knn")) | set(closure_files("dssl.evaluation.few_shot"))
+    assert files == {*closure_files("dssl.config.protocols.knn"), *closure_files("dssl.evaluation.knn"),
+                     *closure_files("dssl.config.protocols.linear_probe_10pct"),
+                     *closure_files("dssl.evaluation.few_shot")}
     with pytest.raises(ValueError, match="registry"):
         component_terms("colour/red")
 
@@ -151,15 +154,14 @@ def test_no_stage_computes_with_the_catalogue() -> None:
 def test_no_stage_kind_imports_a_registry_entry_module() -> None:
     # methods, backbones and strategies load lazily by name: a kind's shared code holds none of them, so an
     # edit of one re-runs only the cells that use it (their manifests, ``<registry>/<name>.json``)
-    from dssl.pipeline.catalogue import SPEC_REGISTRIES
-    from dssl.registry import LAZY, declared_names, module_name
+    from dssl.registry import SPEC_PACKAGES, SpecRegistry
 
-    entries = {module_name(package, stem) for package, decorator in LAZY.values()
-               for stem in declared_names(package, decorator).values()}
-    entries |= {module for registry in SPEC_REGISTRIES.values() for name in registry.names()
-                for module in registry.modules_of(name)}   # each entry's spec module and its implementation
+    entries = {module for kind in SPEC_PACKAGES for name in SpecRegistry.of(kind).names()
+               for module in SpecRegistry.of(kind).modules_of(name)}   # each entry's spec and implementation
     assert {"dssl.methods.byol", "dssl.models.vit", "dssl.federation.strategies.fedema", "dssl.evaluation.finetune",
-            "dssl.topology.mixing_rules.push_sum", "dssl.federation.alignments.cosine"} <= entries
+            "dssl.topology.mixing_rules.push_sum", "dssl.federation.alignments.cosine",
+            "dssl.config.backbones.vit_small", "dssl.config.protocols.knn", "dssl.config.mixing.push_sum",
+            "dssl.config.alignments.cosine"} <= entries
     for kind in KINDS:
         assert entries & import_closure(kind.module) == set(), kind.name
 

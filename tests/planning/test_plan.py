@@ -15,7 +15,7 @@ import yaml
 
 from dssl.cli import main
 from dssl.config.checker import ParamsError
-from dssl.evaluation import PROTOCOLS
+from dssl.config.protocols import PROTOCOL_SPECS
 from dssl.evaluation.splits import stratified_split
 from dssl.methods import create_method
 from dssl.models import create_backbone
@@ -152,7 +152,7 @@ def test_validation_counts_match_the_stratified_split():
 
 def test_every_protocol_has_a_cost_model():
     encoder = encoder_costs(create_backbone("cnn_small", 8, 1), 8, 1)
-    for name, protocol in PROTOCOLS.items():
+    for name, protocol in PROTOCOL_SPECS.items():
         trained, forward, flops = protocol_work(protocol.make_config(), 1000, 200, 10, encoder, True)
         assert forward >= 1200 and flops > 0, name
 

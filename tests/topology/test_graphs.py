@@ -120,11 +120,13 @@ def test_save_and_load_round_trip(tmp_path) -> None:
 
 
 def test_distance_to_uniform_by_hand_on_a_path_and_zero_on_a_regular_graph() -> None:
-    from dssl.topology.mixing import MIXING, distance_to_uniform, mixing_matrix
+    from dssl.config.mixing import MIXING_SPECS
+    from dssl.topology.mixing import distance_to_uniform, mixing_matrix
 
     path = np.zeros((3, 3), dtype=bool)
     path[0, 1] = path[1, 0] = path[1, 2] = path[2, 1] = True   # |A_i| = 2, 3, 2
-    distance = {rule: distance_to_uniform(mixing_matrix(path, rule, np.array([10, 10, 10])), path) for rule in MIXING}
+    distance = {rule: distance_to_uniform(mixing_matrix(path, rule, np.array([10, 10, 10])), path)
+                for rule in MIXING_SPECS.names()}
     # Metropolis-Hastings row 0: (2/3, 1/3, 0) against (1/2, 1/2, 0); degree-normalised row 0: (3/5, 2/5, 0);
     # push-sum column 1 gives client 1 the weights (1/2, 1/3, 1/2); equal sizes make data-size mixing uniform
     assert distance == pytest.approx({"uniform": 0.0, "data_size": 0.0, "metropolis_hastings": 1 / 6,

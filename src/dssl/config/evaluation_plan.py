@@ -136,9 +136,9 @@ def evaluated_protocols(params: dict) -> list[str]:
 
 def protocol_config(params: dict, protocol: str, dataset: str, backbone: str):
     """The config a (dataset, protocol) task of a ``backbone`` encoder runs with: ``evaluate.<protocol>``
-    with its ``per_family`` and ``per_dataset`` overrides resolved (``Protocol.make_config``). The stages
+    with its ``per_family`` and ``per_dataset`` overrides resolved (``ProtocolSpec.make_config``). The stages
     and ``dssl plan`` both call it, so the plan counts the epochs and batches the stages run."""
     from dssl.config.lookups import backbone_family
-    from dssl.evaluation.registry import PROTOCOLS
+    from dssl.config.protocols import PROTOCOL_SPECS
 
-    return PROTOCOLS[protocol].make_config(params["evaluate"][protocol], dataset, backbone_family(backbone))
+    return PROTOCOL_SPECS[protocol].make_config(params["evaluate"][protocol], dataset, backbone_family(backbone))

@@ -52,8 +52,8 @@ def thawed(value: Any) -> Any:
 @dataclass(frozen=True)
 class ModelSpec:
     """A ``models`` entry: the SSL ``method`` and ``backbone`` it pairs (registry names), the backbone's
-    ``family`` (``vit`` or ``cnn``, as the backbone's registration declares it: it picks the optimizer
-    recipe and a protocol's per-family overrides) and the model's own method ``hparams`` (without the
+    ``family`` (``vit`` or ``cnn``, as the backbone's spec declares it, ``dssl.config.backbones``: it picks the
+    optimizer recipe and a protocol's per-family overrides) and the model's own method ``hparams`` (without the
     pretraining dataset's view defaults, which the stage adds: ``pipeline.pretrain.method_hparams``)."""
 
     name: str

@@ -1,7 +1,7 @@
 """The protocols' configuration dataclasses, kept free of torch so the params validator can read them.
 
 A field of a config is a key a params file may set under ``evaluate.<protocol>`` (except the keys a
-registered protocol name fixes, see ``registry``). A number's range is declared once, in its annotation
+protocol's name fixes: its spec, ``dssl.config.protocols``). A number's range is declared once, in its annotation
 (``Annotated[int, Range(1, 100_000)]``): the params validator reads it, and ``__post_init__`` checks a config
 built in code against it (``dssl.config.ranges.range_problems``); ``__post_init__`` adds only what one range
 cannot say (a name from a list, ``warmup_epochs`` below ``epochs``, ``crop_scale``'s order).
@@ -12,32 +12,17 @@ Every protocol takes the step options of ``dssl.training.options`` (``device``, 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Any, Mapping, TypeVar
+from typing import Annotated
 
 from dssl.config.ranges import Range, range_problems
+from dssl.specs import Options
 from dssl.training.options import StepOptions, step_problems
 
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("cosine", "constant")   # after the linear warm-up
 CROPS = ("translate", "resized")
 POOLS = ("token", "avg")
-
-C = TypeVar("C")
-
-
-def coerce_config(cls: type[C], config: C | Mapping[str, Any] | None) -> C:
-    """A protocol config from a dataclass instance, a params mapping (lists become tuples) or None."""
-    if config is None:
-        return cls()
-    if isinstance(config, cls):
-        return config
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = set(config) - known
-    if unknown:
-        raise TypeError(f"unknown {cls.__name__} keys {sorted(unknown)}; known: {sorted(known)}")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in config.items()})
 
 
 def _check(condition: bool, message: str) -> None:
@@ -46,8 +31,9 @@ def _check(condition: bool, message: str) -> None:
 
 
 @dataclass(frozen=True)
-class StepConfig:
-    """Where and how a protocol's forward and training steps run (``dssl.training.options``)."""
+class StepConfig(Options):
+    """Where and how a protocol's forward and training steps run (``dssl.training.options``); checked against
+    the step options and the declared ranges when made."""
 
     device: str = "auto"
     precision: str = "fp32"
@@ -68,6 +54,11 @@ class StepConfig:
 
 @dataclass(frozen=True)
 class LinearProbeConfig(StepConfig):
+    """A linear head on frozen features, its lr, weight decay and epoch selected on a validation split.
+
+    Paper B (https://arxiv.org/abs/2204.04385) trains it with Adam, lr 3e-3, 200 epochs; these defaults search
+    the lr and weight decay over a small grid for 100 epochs instead."""
+
     val_fraction: Annotated[float, Range(0.0, 1.0, low_open=True, high_open=True)] = 0.1
     lr_grid: Annotated[tuple[float, ...], Range(0.0, 100.0, low_open=True)] = (1e-3, 3e-3, 1e-2)
     weight_decay_grid: Annotated[tuple[float, ...], Range(0.0, 10.0)] = (0.0, 1e-4)
@@ -75,7 +66,6 @@ class LinearProbeConfig(StepConfig):
     batch_size: Annotated[int, Range(1, 65_536)] = 256
     eval_every: Annotated[int, Range(1, 100_000)] = 5
     feature_batch_size: Annotated[int, Range(1, 65_536)] = 256
-
 
 
 @dataclass(frozen=True)

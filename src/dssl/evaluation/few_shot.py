@@ -19,11 +19,11 @@ from typing import Any, Mapping
 import numpy as np
 from torch import nn
 
+from dssl.config.protocols import coerce_config
 from dssl.evaluation.common import LabelledImages
-from dssl.evaluation.configs import FewShotConfig, coerce_config
+from dssl.evaluation.configs import FewShotConfig
 from dssl.evaluation.linear_probe import frozen_features, probe_features
 from dssl.evaluation.progress import Checkpoint
-from dssl.evaluation.registry import register_protocol
 from dssl.evaluation.splits import labelled_subset, stratified_split
 
 DRAW_FIELDS = ("seed", "test_acc", "val_acc", "lr", "weight_decay", "epochs")   # kept per draw
@@ -41,8 +41,6 @@ def _draw_checkpoint(checkpoint: Checkpoint | None, draw: int) -> Checkpoint | N
     return checkpoint.child(f"draw-{draw}")
 
 
-@register_protocol("linear_probe_10pct", config="FewShotConfig", label_fraction=0.1)
-@register_protocol("linear_probe_1pct", config="FewShotConfig", label_fraction=0.01)
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
              config: FewShotConfig | Mapping[str, Any] | None = None, seed: int = 0,
              checkpoint: Checkpoint | None = None) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.protocols import coerce_config
 from dssl.data.batches import DeviceBatches, ResidentBatches
 from dssl.evaluation.batch_augment import (
     RandAugmentSpec,
@@ -48,9 +49,8 @@ from dssl.evaluation.batch_augment import (
     random_resized_crop,
 )
 from dssl.evaluation.common import LabelledImages, correct_count, index_batches, label_tensor, module_device
-from dssl.evaluation.configs import FineTuneConfig, coerce_config
+from dssl.evaluation.configs import FineTuneConfig
 from dssl.evaluation.progress import Checkpoint, cpu_state, rng_state, save_point, set_rng_state
-from dssl.evaluation.registry import register_protocol
 from dssl.evaluation.recipe import is_vit, param_groups, require_vit, set_drop_path, soft_cross_entropy
 from dssl.evaluation.splits import stratified_split
 from dssl.training.step import TrainStep
@@ -100,7 +100,6 @@ class _Candidate:
         return {**asdict(self), "state": cpu_state(self.state)}
 
 
-@register_protocol("finetune", config="FineTuneConfig")
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
              config: FineTuneConfig | Mapping[str, Any] | None = None, seed: int = 0,
              checkpoint: Checkpoint | None = None) -> dict[str, Any]:

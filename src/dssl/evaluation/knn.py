@@ -22,13 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.protocols import coerce_config
 from dssl.evaluation.common import LabelledImages, extract_features, label_tensor, module_device
-from dssl.evaluation.configs import KnnConfig, coerce_config
-from dssl.evaluation.registry import register_protocol
+from dssl.evaluation.configs import KnnConfig
 from dssl.evaluation.splits import stratified_split
 
 
-@register_protocol("knn", config="KnnConfig")
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
              config: KnnConfig | Mapping[str, Any] | None = None, seed: int = 0,
              checkpoint: object = None) -> dict[str, Any]:

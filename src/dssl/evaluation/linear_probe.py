@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dssl.config.protocols import coerce_config
 from dssl.evaluation.common import LabelledImages, accuracy, extract_features, label_tensor
-from dssl.evaluation.configs import LinearProbeConfig, coerce_config
+from dssl.evaluation.configs import LinearProbeConfig
 from dssl.evaluation.progress import Checkpoint, save_point
-from dssl.evaluation.registry import register_protocol
 from dssl.evaluation.splits import stratified_split
 
 Split = tuple[torch.Tensor, torch.Tensor]  # (standardised features, labels)
@@ -40,7 +40,6 @@ class _Candidate:
     head: nn.Linear
 
 
-@register_protocol("linear_probe", config="LinearProbeConfig")
 def evaluate(encoder: nn.Module, train: LabelledImages, test: LabelledImages,
              config: LinearProbeConfig | Mapping[str, Any] | None = None, seed: int = 0,
              checkpoint: Checkpoint | None = None) -> dict[str, Any]:

@@ -1,30 +1,14 @@
 """Local-to-global alignment of representations: paper A's [0] A-MMD (Eq. 6), the alternatives of its
 Table 7 ablation, and the cosine schedule of the alignment weight (Eq. 7).
 
-Registry ``ALIGNMENTS`` (names as in params.yaml, ``fedmar`` / ``decmar`` option ``alignment``), each entry in
-a module of ``dssl.federation.alignments`` (``mmd``: the three MMD terms; ``cosine``; ``a_mmd_code``) declared
-``@register_alignment("<name>")`` and imported when used, so a MAR cell depends on its own term's code:
+The terms are declared once, one torch-free spec each, in ``dssl.config.alignments`` (registry
+``ALIGNMENT_SPECS``, names as in params.yaml, ``fedmar`` / ``decmar`` option ``alignment``; each spec module
+documents its term and cites its reference: ``a_mmd`` the default, Eq. 6 with the unbiased MMD^2 of Gretton et al.
+[1]; ``a_mmd_median``, ``mmd`` and ``cosine`` of Table 7; ``a_mmd_code`` the released code's token layout), and
+implemented in the modules of ``dssl.federation.alignments`` (``mmd``: the three MMD terms; ``cosine``;
+``a_mmd_code``), imported when used, so a MAR cell depends on its own term's code.
 
-- ``a_mmd``: paper A's A-MMD, the default. Unbiased MMD^2 [1] between a local batch z [B, D] and a
-  global one z_bar [M, D] (diagonals excluded in the within-sample sums; B = M in the paper) with
-  the Gaussian kernel k(z, z') = exp(-||z - z'||^2 / (2 sigma^2)) and the data-driven bandwidth
-  sigma = mean_{a != b} ||z_a - z_b|| over the local batch. The kernel printed beside Eq. 6 drops the
-  square on the distance; the Gaussian kernel the paper states just before it squares it, so the
-  printed one is read as a typo.
-- ``a_mmd_median``: the same with the median pairwise distance (Table 7, "A-MMD (median sigma)"), Gretton et
-  al.'s [1] median heuristic, which they take over the pooled two samples and this code over the local batch.
-- ``mmd``: a fixed bandwidth ``sigma`` (Table 7, "vanilla MMD (sigma = 1)").
-- ``cosine``: 1 - mean_a cos(z_a, mean_b z_bar_b), each local embedding against the global mean
-  direction (Table 7, "cosine similarity"; the paper gives no formula, this pairing is ours: the rows
-  of z and z_bar are different images, so a row-by-row cosine would pair them at random).
-- ``a_mmd_code``: paper A's released code. z and z_bar are [B, T, D] token tensors (class token and
-  the visible patch tokens in shuffled order); the kernel is taken per feature dimension d over the
-  tokens, k_d(a, b) = exp(-sum_t (z[a,t,d] - z_bar[b,t,d])^2 / (2 sigma^2)); sigma is the mean token
-  distance within each image (zeros of the diagonal included); the within-sample sums keep their
-  diagonals but are divided by B(B-1); the cross term is a mean over (a, b, d), so it is scaled by
-  1/D relative to them.
-
-In every variant sigma is computed without gradient and z_bar is a constant: the gradient reaches
+In every term sigma is computed without gradient and z_bar is a constant: the gradient reaches
 the model through z alone (paper A, Eq. 5: only z_i = f_e(x_1) depends on the local weights). The
 data-driven sigma stays a 0-d tensor on the batch's device (no host round trip per step); the kernel
 takes it or a fixed float alike, with the same bits.
@@ -40,39 +24,35 @@ References:
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Callable
 
 import torch
 
-from dssl.registry import Registry
+from dssl.config.alignments import ALIGNMENT_SPECS
 
 BANDWIDTH_FLOOR = 1e-12  # a batch of identical embeddings has sigma 0; the kernel is then 1 off-diagonal
 
 AlignmentTerm = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]   # (z, z_bar, sigma) -> loss
-ALIGNMENTS: Registry[AlignmentTerm] = Registry.lazy("alignment")
-
-
-def register_alignment(name: str, tokens: bool = False) -> Callable[[AlignmentTerm], AlignmentTerm]:
-    """Decorator: an alignment term ``(z, z_bar, sigma) -> loss`` under ``name``. ``tokens`` (a literal, read
-    from the source by ``uses_tokens``): the term takes [B, T, D] token tensors instead of [B, D] embeddings."""
-    def register(term: AlignmentTerm) -> AlignmentTerm:
-        term.tokens = tokens
-        return ALIGNMENTS.register(name)(term)
-
-    return register
 
 
 def uses_tokens(name: str) -> bool:
-    """Whether alignment ``name`` takes token tensors, from its declaration (nothing is imported); an unknown
+    """Whether alignment ``name`` takes token tensors, from its spec (its code is not imported); an unknown
     name raises ``UnknownNameError``."""
-    return bool(ALIGNMENTS.options(name).get("tokens", False))
+    return ALIGNMENT_SPECS[name].tokens
+
+
+@lru_cache(maxsize=None)
+def _term(name: str) -> AlignmentTerm:
+    """The function of alignment ``name``, imported once: ``alignment_loss`` runs every training step."""
+    return ALIGNMENT_SPECS[name].load()
 
 
 def alignment_loss(name: str, z: torch.Tensor, z_bar: torch.Tensor, sigma: float = 1.0) -> torch.Tensor:
     """The alignment term ``name`` between local z and global z_bar, in float32 even inside a bf16
     autocast region (exp of squared distances loses too much in bf16). An unknown name raises
     ``UnknownNameError`` (a ``KeyError``) naming the known ones."""
-    term = ALIGNMENTS[name]
+    term = _term(name)
     with torch.autocast(device_type=z.device.type, enabled=False):
         return term(z.float(), z_bar.float(), sigma)
 

@@ -1,17 +1,16 @@
-"""Backbones (registry ``BACKBONES``, factory ``create_backbone``).
+"""Backbones (declared in ``dssl.config.backbones``, registry ``BACKBONE_SPECS``; factory ``create_backbone``).
 
 The architectures (``dssl.models.cnn``, ``dssl.models.vit``) are imported when a backbone of theirs is
 built, so a stage depends on its own backbone's module alone.
 """
 
-from dssl.models.backbones import BACKBONES, count_parameters, create_backbone, register_backbone
-from dssl.registry import Registry, UnknownNameError
+from dssl.config.backbones import BACKBONE_SPECS
+from dssl.models.backbones import count_parameters, create_backbone
+from dssl.registry import UnknownNameError
 
 __all__ = [
-    "BACKBONES",
-    "Registry",
+    "BACKBONE_SPECS",
     "UnknownNameError",
     "count_parameters",
     "create_backbone",
-    "register_backbone",
 ]

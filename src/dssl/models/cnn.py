@@ -27,8 +27,6 @@ import torch
 import torchvision
 from torch import nn
 
-from dssl.models.backbones import register_backbone
-
 
 class ResNetBackbone(nn.Module):
     """ResNet-18 [0] (He et al., 2016) without its classifier; 512-d pooled features.
@@ -71,12 +69,11 @@ class ResNetBackbone(nn.Module):
 class SmallCNN(nn.Module):
     """A few 3x3 conv-BN-ReLU layers for the CPU-sized embedded profile (16x16 images, 2 cores).
 
-    Default widths (32, 64, 128): the first layer keeps the resolution, each later one halves it, so a
-    16x16 input gives a 128 x 4 x 4 map (stride 4) and 128-d pooled features. Sized after the ~530 img/s
-    (forward + backward, batch 64, 2 threads, 16 px) that a 3-layer CNN reaches on the target machine.
+    The first layer keeps the resolution, each later one halves it: stride 2 ** (len(widths) - 1). The default
+    widths and their sizing are declared with ``cnn_small``'s options (``dssl.config.backbones.cnn_small``).
     """
 
-    def __init__(self, in_chans: int = 1, widths: Sequence[int] = (32, 64, 128)) -> None:
+    def __init__(self, in_chans: int, widths: Sequence[int]) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         channels = in_chans
@@ -99,25 +96,22 @@ class SmallCNN(nn.Module):
         return self.forward_features(x).mean(dim=(2, 3))
 
 
-# Builders by params.yaml name (``dssl.models.backbones.BACKBONES``).
+# Builders by params.yaml name, each declared with its options and family in ``dssl.config.backbones.<name>``.
 
 
-@register_backbone("resnet18_cifar", family="cnn")
 def resnet18_cifar(image_size: int, in_chans: int) -> ResNetBackbone:
-    """ResNet-18 with the CIFAR stem (stride 8): 11.17 M parameters at 3 channels."""
+    """ResNet-18 with the CIFAR stem (stride 8)."""
     del image_size  # fully convolutional: any size works
     return ResNetBackbone(in_chans, stem="cifar")
 
 
-@register_backbone("resnet18_imagenet", family="cnn")
 def resnet18_imagenet(image_size: int, in_chans: int) -> ResNetBackbone:
-    """ResNet-18 with torchvision's ImageNet stem (stride 32): 11.18 M parameters at 3 channels."""
+    """ResNet-18 with torchvision's ImageNet stem (stride 32)."""
     del image_size
     return ResNetBackbone(in_chans, stem="imagenet")
 
 
-@register_backbone("cnn_small", family="cnn")
-def cnn_small(image_size: int, in_chans: int, widths: tuple[int, ...] = (32, 64, 128)) -> SmallCNN:
-    """Small CNN for the embedded profile (16x16, 1 channel): 128-d features, stride 4."""
+def cnn_small(image_size: int, in_chans: int, widths: Sequence[int]) -> SmallCNN:
+    """The small CPU CNN with layers of ``widths`` channels."""
     del image_size
     return SmallCNN(in_chans, widths)

@@ -19,8 +19,6 @@ from __future__ import annotations
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from dssl.models.backbones import register_backbone
-
 
 def sincos_1d(embed_dim: int, positions: torch.Tensor) -> torch.Tensor:
     """[N] positions -> [N, embed_dim] sin/cos features (Vaswani et al., 2017), MAE's layout."""
@@ -126,24 +124,15 @@ def require_vit(encoder: torch.nn.Module, method: str, alternative: str) -> ViTB
     return encoder
 
 
-# Builders by params.yaml name (``dssl.models.backbones.BACKBONES``).
+# Builders by params.yaml name, each declared with its options and family in ``dssl.config.backbones.<name>``.
 
 
-@register_backbone("tiny_vit", family="vit")
-def tiny_vit(image_size: int, in_chans: int, patch_size: int = 14) -> ViTBackbone:
-    """Paper A's [2] Tiny-ViT [code]: 224 px, patch 14 (16 x 16 tokens), dim 320, 16 heads, depth 9.
-
-    11.29 M trainable parameters; with MAE's decoder (dim 128, 1 block) 11.60 M, the figure in paper
-    A's Table 2. Not to be confused with Microsoft's hierarchical TinyViT.
-    """
+def tiny_vit(image_size: int, in_chans: int, patch_size: int) -> ViTBackbone:
+    """Paper A's [2] Tiny-ViT: width 320, depth 9, 16 heads."""
     return ViTBackbone(image_size, in_chans, patch_size, embed_dim=320, depth=9, num_heads=16)
 
 
-@register_backbone("vit_small", family="vit")
-def vit_small(
-    image_size: int, in_chans: int, patch_size: int | None = None, depth: int = 2, num_heads: int = 4
-) -> ViTBackbone:
-    """Small ViT for the embedded profile: a 4 x 4 grid of tokens (patch = image side / 4: 4 px at
-    16 px, 2 px at the digits' native 8 px), dim 96, depth 2, 4 heads."""
+def vit_small(image_size: int, in_chans: int, patch_size: int | None, depth: int, num_heads: int) -> ViTBackbone:
+    """The small CPU ViT: width 96; no ``patch_size`` keeps a 4 x 4 grid of tokens (patch = image side / 4)."""
     patch_size = patch_size or max(1, image_size // 4)
     return ViTBackbone(image_size, in_chans, patch_size, embed_dim=96, depth=depth, num_heads=num_heads)

@@ -20,20 +20,18 @@ per-stage bookkeeping, independent of the number of seeds.
 
 from __future__ import annotations
 
-import re
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
 from dssl.config.grids import feature_cells, reference_seed_keys, seeds_keys, weight_distance_cells
-from dssl.config.methods import METHOD_SPECS
-from dssl.config.strategies import STRATEGY_SPECS
 from dssl.config.study import GridCell, Study
 from dssl.pipeline.codedeps import PACKAGE, code_dependencies, source_root
 from dssl.pipeline.layout import SINGLE_CLIENT_STRATEGY
-from dssl.registry import LAZY, SpecRegistry, component_module, declared_names
+from dssl.registry import SPEC_PACKAGES, SpecRegistry
 
 Fields = dict[str, str]
 Templates = Callable[[dict], list[str]]
@@ -129,7 +127,7 @@ def _strategy_code(study: Study, entry: str) -> Fields:
     """The code a ``strategies:`` entry runs, as a component after ``strategy/``: its registry name (``t2-fedu``
     -> ``fedu``) and the registry entries its options name, defaults included (``fedmar+alignment/a_mmd``)."""
     spec = study.strategies[entry]
-    options = STRATEGY_SPECS[spec.registry].options(dict(spec.options))
+    options = SpecRegistry.of("strategy")[spec.registry].options(dict(spec.options))
     named = [f"{field.metadata['registry']}/{getattr(options, field.name)}" for field in dataclasses.fields(options)
              if "registry" in field.metadata and getattr(options, field.name) is not None]
     return {"strategy_code": "+".join([spec.registry, *named])}
@@ -294,24 +292,18 @@ def component_terms(component: str) -> list[tuple[str, str]]:
     terms, registry = [], ""
     for term in component.split("+"):
         registry, name = term.split("/", 1) if "/" in term else (registry, term)
-        if registry not in (*SPEC_REGISTRIES, *LAZY) or not name:
+        if registry not in SPEC_PACKAGES or not name:
             raise ValueError(f"code component {component!r}: {term!r} is not <registry>/<name> with a registry "
-                             f"of {', '.join(sorted({*SPEC_REGISTRIES, *LAZY}))}")
+                             f"of {', '.join(sorted(SPEC_PACKAGES))}")
         terms.append((registry, name))
     return terms
 
 
-# The registries whose entries are torch-free specs: an entry's code is its spec module and its implementation.
-SPEC_REGISTRIES: dict[str, SpecRegistry] = {"method": METHOD_SPECS, "strategy": STRATEGY_SPECS}
-
-
 def component_modules(component: str) -> list[str]:
-    """The modules of a component's entries (their specs and implementations; nothing torch is imported), each
-    once."""
-    modules = []
-    for registry, name in component_terms(component):
-        spec_registry = SPEC_REGISTRIES.get(registry)
-        modules += spec_registry.modules_of(name) if spec_registry is not None else [component_module(registry, name)]
+    """The modules of a component's entries: each entry's spec module and the module implementing it
+    (``SpecRegistry.modules_of``; nothing torch is imported), each once."""
+    modules = [module for registry, name in component_terms(component)
+               for module in SpecRegistry.of(registry).modules_of(name)]
     return list(dict.fromkeys(modules))
 
 
@@ -336,7 +328,7 @@ _EVALUATED = _const("backbone/{backbone}", "protocol/{protocols}")
 
 def _every_mixing_rule(params: dict) -> list[str]:
     """A graph is saved with the matrix of every rule (``pipeline.graph.write_graph``)."""
-    return [f"mixing/{rule}" for rule in sorted(declared_names(*LAZY["mixing"]))]
+    return [f"mixing/{rule}" for rule in SpecRegistry.of("mixing").names()]
 
 
 REPORT_READS = ("evaluate_", "weight_distance", "features")   # kinds whose outputs the report's sections read

@@ -5,8 +5,9 @@ under ``TYPE_CHECKING``): stages import lazily to start fast, and a lazily impor
 shapes the result. ``from dssl.a import b`` names the submodule ``dssl.a.b`` when that file exists,
 else the package ``dssl.a``; importing a submodule also runs its packages' ``__init__`` files. A string
 constant that is the full name of a ``dssl`` module counts too: a lazy import by name
-(``importlib.import_module("dssl.evaluation.finetune")``). The evaluation registry, which every stage
-reads through the params validator, names its implementations relative to its package for that reason.
+(``importlib.import_module("dssl.evaluation.finetune")``). The spec registries (``dssl.registry.SpecRegistry``),
+which every stage reads through the params validator, name their implementations relative to ``dssl`` for that
+reason.
 Non-Python files of a package folder (package data such as the paper's numbers) belong to every
 closure that imports a module of that folder.
 

@@ -21,7 +21,7 @@ its code does it, so the default is false, and each result says which ran (``bat
 The random-init reference is evaluated exactly as it was created.
 
 A protocol's config for a task is ``evaluate.<protocol>`` with its ``per_family`` and ``per_dataset``
-overrides resolved (``evaluation.registry``); the stage runs on the device the configs ask for
+overrides resolved (``dssl.config.protocols``); the stage runs on the device the configs ask for
 (``device``: one device per stage, a missing GPU stops it before anything is loaded) in torch's
 deterministic mode, as pretraining does. Each task checkpoints into
 ``checkpoints/<stage>/seed-<s>/<dataset>-<protocol>[/client-<c>]/`` (``evaluation.progress``) and, once
@@ -180,7 +180,7 @@ class TaskResult:
 
 def _evaluate_task(subject: Subject, params: dict, stage_name: str, device: str, task: Task) -> TaskResult:
     """One (seed, dataset, protocol[, client]) (runs in a worker)."""
-    # The protocols' implementations load by name when a protocol runs (dssl.evaluation.registry): a stage's
+    # The protocols' implementations load by name when a protocol runs (dssl.config.protocols): a stage's
     # code manifests hold those of the protocols its cell runs (``protocol/<names>``), not every protocol's.
     from dssl.evaluation import evaluate
     from dssl.evaluation.batchnorm import reestimate_batchnorm

@@ -27,9 +27,10 @@ def write_graph(graph, sizes: np.ndarray, name: str, title: str) -> tuple[dict[s
     """Save a graph with every mixing matrix, and its drawing; returns (statistics, written files)."""
     from dssl.reporting.graph_figure import plot_graph
     from dssl.topology.graphs import save_graph
-    from dssl.topology.mixing import MIXING, mixing_matrix
+    from dssl.config.mixing import MIXING_SPECS
+    from dssl.topology.mixing import mixing_matrix
 
-    mixings = {rule: mixing_matrix(graph.adjacency, rule, sizes) for rule in MIXING}
+    mixings = {rule: mixing_matrix(graph.adjacency, rule, sizes) for rule in MIXING_SPECS.names()}
     out = graph_file(name)
     with atomic_file(out) as tmp:
         stats = save_graph(graph, mixings, tmp)

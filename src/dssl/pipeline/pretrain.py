@@ -272,7 +272,8 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     from dssl.data.partition import load_partition
     from dssl.federation import DecLConfig, DecLSimulator, clients_from_partition
     from dssl.topology.graphs import load_graph
-    from dssl.topology.mixing import COLUMN_STOCHASTIC, DEFAULT_RULE, mixing_matrix
+    from dssl.config.mixing import MIXING_SPECS
+    from dssl.topology.mixing import DEFAULT_RULE, mixing_matrix
 
     method, train_set = build_method(params, cell.model, seed, cell.device)
     partition = load_partition(partition_dir(graph_partition(params, cell.place)))
@@ -286,7 +287,7 @@ def _decl_seed(cell: Cell, params: dict, seed: int):
     config = DecLConfig.from_dict({**simulator_config(train_schedule(params, "decl", cell.strategy)), **round_options,
                                    "seed": seed, "optimizer": optimizer_config(params, cell.model, cell.strategy),
                                    "checkpoint_every": interval.every_rounds})
-    simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=rule in COLUMN_STOCHASTIC,
+    simulator = DecLSimulator(method, clients, strategy, mixing, config, push_sum=MIXING_SPECS[rule].column_stochastic,
                               checkpoint_dir=CHECKPOINTS / cell.stage / seed_dir(seed),
                               run_config={**cell.read, "seed": seed}, on_mismatch="restart",
                               client_workers=client_worker_count(), client_states=client_state_storage(),

@@ -12,7 +12,8 @@
   ``torch.save`` adds well under 0.1 % (``benchmarks/checkpoint_bytes.py`` measures both).
 
 Counts are cached on disk (``$DSSL_CACHE_DIR/plan-costs.json``, default ``~/.cache/dssl``), keyed by what
-was measured, the torch version and the source of the methods, models and strategies.
+was measured, the torch version and the source of the methods, backbones and strategies and of the specs
+declaring their defaults (``dssl.config.methods``, ``dssl.config.backbones``, ``dssl.config.strategies``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any, Callable, Mapping
 CACHE_ENV = "DSSL_CACHE_DIR"
 CACHE_FILE = "plan-costs.json"
 COUNT_BATCH = 2   # BatchNorm in train mode needs two samples; FLOPs are per image
-CODE_FOLDERS = ("methods", "models", "federation/strategies")
+CODE_FOLDERS = ("methods", "models", "federation/strategies", "config/methods", "config/backbones",
+                "config/strategies")
 
 
 @dataclass(frozen=True)

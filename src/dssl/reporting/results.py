@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import pandas as pd
 
 from dssl.artifacts import ArtifactError, read_json
-from dssl.evaluation.registry import PROTOCOLS
+from dssl.config.protocols import PROTOCOL_SPECS
 from dssl.reporting.stats import binomial_interval, seed_interval
 from dssl.tracking.names import result_run_name
 
@@ -62,8 +62,8 @@ def _read_result(path: Path) -> dict[str, Any]:
 
 
 def _check_values(path: Path, record: dict[str, Any]) -> None:
-    if record["protocol"] not in PROTOCOLS:
-        raise ArtifactError(path, f"key 'protocol' is {record['protocol']!r}, expected one of {sorted(PROTOCOLS)}")
+    if record["protocol"] not in PROTOCOL_SPECS:
+        raise ArtifactError(path, f"key 'protocol' is {record['protocol']!r}, expected one of {PROTOCOL_SPECS.names()}")
     if not isinstance(record["framework"], str) or not record["framework"]:
         raise ArtifactError(path, f"key 'framework' must be a name, got {record['framework']!r}")
     if not _is_int(record["seed"]):

@@ -12,6 +12,7 @@ a stage's code lineage holds its own method's two modules only (``dssl.registry.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from dssl.registry import SpecRegistry
 from dssl.specs import EntrySpec
@@ -23,5 +24,7 @@ __all__ = ["MethodSpec", "METHOD_SPECS"]
 class MethodSpec(EntrySpec):
     """An SSL method: its name, its hyper-parameters' config dataclass, and its :class:`SSLMethod` subclass."""
 
+    kind: ClassVar[str] = "method"
 
-METHOD_SPECS: SpecRegistry[MethodSpec] = SpecRegistry("method", "config.methods")
+
+METHOD_SPECS: SpecRegistry[MethodSpec] = SpecRegistry.of("method")

@@ -10,13 +10,18 @@ from dssl.config.lookups import backbone_families
 from dssl.config.ranges import declared_options
 from dssl.config.sections.names import _name_list
 from dssl.config.sections.training import _check_steps
-from dssl.evaluation import PROTOCOLS  # torch-free: a protocol's implementation loads when it runs
-from dssl.evaluation.registry import FAMILIES, OVERRIDE_KEYS, override_names, resolve_overrides
+from dssl.config.protocols import (  # torch-free: one spec module per protocol, its code loads when it runs
+    FAMILIES,
+    OVERRIDE_KEYS,
+    PROTOCOL_SPECS,
+    override_names,
+    resolve_overrides,
+)
 
 
 # Registry names the evaluation section may use. Kept here so validation never imports torch; a test
-# keeps each set equal to its registry (dssl.evaluation.PROTOCOLS, dssl.models.vit.POOLS).
-PROTOCOL_NAMES = set(PROTOCOLS)
+# keeps each set equal to its registry (dssl.config.protocols.PROTOCOL_SPECS, dssl.models.vit.POOLS).
+PROTOCOL_NAMES = set(PROTOCOL_SPECS.names())
 VIT_POOLS = ("token", "avg")   # dssl.models.vit.POOLS: which features a ViT hands to evaluation
 FRAMEWORKS = ("fl", "decl", "central", "local", "random")
 
@@ -46,12 +51,12 @@ def check_evaluate(c: Checker) -> None:
     from dssl.config.evaluation_plan import evaluated_protocols
 
     used = set(evaluated_protocols(c.params))
-    for protocol in PROTOCOLS:  # registry order: problems come out in a stable order
+    for protocol in PROTOCOL_SPECS.names():  # sorted: problems come out in a stable order
         if protocol in evaluate:
             _check_protocol_config(c, evaluate[protocol], protocol, f"{path}.{protocol}")
         elif protocol in used:  # the evaluate stage reads evaluate.<protocol>
             c.add(f"{path}.{protocol}", "missing: the protocol is listed in evaluate.protocols",
-                  f"settable keys: {', '.join(sorted(PROTOCOLS[protocol].keys))}")
+                  f"settable keys: {', '.join(sorted(PROTOCOL_SPECS[protocol].keys))}")
 
 
 def _downstream_datasets(c: Checker, entry: dict, path: str, datasets: dict) -> None:
@@ -95,7 +100,7 @@ def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) 
     if spec is None:
         return
     before = len(c.problems)
-    keys = PROTOCOLS[protocol].keys
+    keys = PROTOCOL_SPECS[protocol].keys
     c.unknown_keys(spec, keys | set(OVERRIDE_KEYS), path)
     c.number(spec, "val_fraction", path, low=0, high=0.5, low_open=True)
     _check_steps(c, spec, path)
@@ -120,7 +125,7 @@ def _check_protocol_config(c: Checker, value: object, protocol: str, path: str) 
         return
     for dataset, family in override_names(spec, datasets):   # the config's own value checks, once keys are right
         try:
-            PROTOCOLS[protocol].make_config(resolve_overrides(spec, dataset, family))
+            PROTOCOL_SPECS[protocol].make_config(resolve_overrides(spec, dataset, family))
         except (TypeError, ValueError) as err:
             where = "".join(f" (per_{kind} {name})"
                             for kind, name in (("family", family), ("dataset", dataset)) if name)
@@ -132,7 +137,7 @@ def check_protocol_ranges(c: Checker) -> None:
     """The numbers of ``evaluate.<protocol>`` and of its ``per_family`` / ``per_dataset`` overrides, each
     against the range its protocol's config class declares (``dssl.evaluation.configs``), at its key path."""
     evaluate = c.params.get("evaluate")
-    for protocol in PROTOCOLS if isinstance(evaluate, dict) else ():
+    for protocol in PROTOCOL_SPECS.names() if isinstance(evaluate, dict) else ():
         spec = evaluate.get(protocol)
         if isinstance(spec, dict):
             _check_ranges(c, protocol, spec)
@@ -147,8 +152,8 @@ def _check_ranges(c: Checker, protocol: str, spec: dict) -> None:
         entries += [(f"{path}.{table}.{name}", override)
                     for name, override in (overrides.items() if isinstance(overrides, dict) else ())
                     if isinstance(override, dict)]
-    config = PROTOCOLS[protocol].config_class
-    settable = set(declared_options(config)) & PROTOCOLS[protocol].keys
+    config = PROTOCOL_SPECS[protocol].config
+    settable = set(declared_options(config)) & PROTOCOL_SPECS[protocol].keys
     reported = {problem.path for problem in c.problems}
     for where, entry in entries:
         for key in sorted(settable & set(entry)):

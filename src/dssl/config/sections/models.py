@@ -1,10 +1,10 @@
-"""``models``: a declared method and backbone, and the method's hyper-parameters, checked against the config
-dataclass its spec declares (``dssl.config.methods``: keys, types, ranges, choices)."""
+"""``models``: a declared method and backbone (``dssl.config.backbones``), and the method's hyper-parameters,
+checked against the config dataclass its spec declares (``dssl.config.methods``: keys, types, ranges, choices)."""
 
 from __future__ import annotations
 
+from dssl.config.backbones import BACKBONE_SPECS  # standard library only: the specs, not the architectures
 from dssl.config.checker import Checker
-from dssl.config.lookups import backbone_families
 from dssl.config.methods import METHOD_SPECS  # standard library only: the specs, not the methods' code
 from dssl.config.ranges import declared_options
 from dssl.config.sections.spec_options import check_options, check_unknown
@@ -15,7 +15,7 @@ def check_models(c: Checker) -> None:
     for name, path, spec in c.entries("models"):
         c.unknown_keys(spec, {"method", "backbone", "hparams"}, path)
         method = c.choice(spec, "method", METHOD_SPECS.names(), path)
-        c.choice(spec, "backbone", set(backbone_families()), path)
+        c.choice(spec, "backbone", BACKBONE_SPECS.names(), path)
         hparams = c.mapping(spec["hparams"], f"{path}.hparams") if "hparams" in spec else None
         if method is not None and hparams:
             _check_method_hparams(c, method, hparams, f"{path}.hparams")

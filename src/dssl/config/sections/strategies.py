@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import fields
 
 from dssl.config.checker import Checker
+from dssl.config.mixing import MIXING_SPECS  # torch-free: one spec module per rule
 from dssl.config.sections.spec_options import check_options
 from dssl.config.sections.training import SCHEDULES, TRAIN_KEYS, _check_optimizer, _check_train
 from dssl.config.strategies import STRATEGY_SPECS, StrategySpec  # torch-free: one spec module per strategy
 from dssl.config.study import DECL_ROUND_KEYS, ENTRY_KEYS, ENTRY_RECIPE_KEY  # an entry's layout, declared once
-from dssl.registry import Registry
+from dssl.registry import SpecRegistry
 from dssl.specs import field_hint, option_defaults, option_keys
-from dssl.topology.mixing import MIXING, ORDERS
+from dssl.topology.mixing import ORDERS
 from dssl.training.options import STEP_KEYS  # torch-free
 
 
@@ -37,7 +38,7 @@ def _check_strategy_entry(c: Checker, spec: dict, path: str) -> None:
         if ENTRY_RECIPE_KEY in train:
             _check_optimizer(c, train[ENTRY_RECIPE_KEY], f"{path}.train.{ENTRY_RECIPE_KEY}")
     if "mixing" in spec:
-        c.choice(spec, "mixing", MIXING, path)
+        c.choice(spec, "mixing", MIXING_SPECS.names(), path)
     if "order" in spec:
         c.choice(spec, "order", ORDERS, path)
 
@@ -49,7 +50,7 @@ def _check_registry_names(c: Checker, good: dict, path: str, config: type) -> No
         kind, value = field.metadata.get("registry"), good.get(field.name)
         if kind is None or value is None:
             continue
-        names = Registry.lazy(kind).names()
+        names = SpecRegistry.of(kind).names()
         if value not in names:
             c.add(f"{path}.{field.name}", f"unknown {kind} {value!r}", f"one of: {', '.join(names)}")
 

@@ -14,6 +14,7 @@ spec and implementing modules only (``dssl.registry.SpecRegistry``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from dssl.registry import SpecRegistry
 from dssl.specs import EntrySpec
@@ -28,7 +29,9 @@ class StrategySpec(EntrySpec):
     """A federation strategy: its name, its options' config dataclass, its :class:`Strategy` subclass, and the
     frameworks it runs in."""
 
+    kind: ClassVar[str] = "strategy"
+
     frameworks: tuple[str, ...] = FRAMEWORKS
 
 
-STRATEGY_SPECS: SpecRegistry[StrategySpec] = SpecRegistry("strategy", "config.strategies")
+STRATEGY_SPECS: SpecRegistry[StrategySpec] = SpecRegistry.of("strategy")

@@ -1,5 +1,5 @@
 """``a_mmd_code``: paper A's [0] released code's A-MMD over [B, T, D] token tensors, a kernel per feature
-dimension (see ``dssl.federation.alignment``); declared ``tokens=True``.
+dimension (its definition: its spec ``dssl.config.alignments.a_mmd_code``, declared ``tokens=True``).
 
 References:
     [0] FedMAR / DecMAR, 2026, https://github.com/xuanyuLawrence/FedMAR-DecMAR
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from dssl.federation.alignment import BANDWIDTH_FLOOR, register_alignment
+from dssl.federation.alignment import BANDWIDTH_FLOOR
 
 
 def a_mmd_code(z: torch.Tensor, z_bar: torch.Tensor) -> torch.Tensor:
@@ -33,6 +33,6 @@ def a_mmd_code(z: torch.Tensor, z_bar: torch.Tensor) -> torch.Tensor:
             - 2.0 * kernel(z, z_bar).mean())
 
 
-@register_alignment("a_mmd_code", tokens=True)
 def a_mmd_code_term(z: torch.Tensor, z_bar: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Entry ``a_mmd_code`` (its bandwidth is the tokens' own: the fixed ``sigma`` is not used)."""
     return a_mmd_code(z, z_bar)

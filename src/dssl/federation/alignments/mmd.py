@@ -1,6 +1,7 @@
 """MMD alignments: paper A's [0] A-MMD (Eq. 6) with the mean-distance bandwidth (``a_mmd``, the default), the
 median heuristic (``a_mmd_median``) and a fixed bandwidth (``mmd``, Table 7's "vanilla MMD (sigma = 1)").
-Unbiased MMD^2 [1] with a Gaussian kernel; see ``dssl.federation.alignment`` for the definitions.
+Unbiased MMD^2 [1] with a Gaussian kernel; their definitions are their specs'
+(``dssl.config.alignments.a_mmd``, ``.a_mmd_median``, ``.mmd``).
 
 References:
     [0] FedMAR / DecMAR, 2026, https://openreview.net/forum?id=c3yt5VSZPQ (Eq. 6, Table 7)
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from dssl.federation.alignment import BANDWIDTH_FLOOR, register_alignment
+from dssl.federation.alignment import BANDWIDTH_FLOOR
 
 
 def squared_distances(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -55,16 +56,16 @@ def a_mmd(z: torch.Tensor, z_bar: torch.Tensor, statistic: str = "mean") -> torc
     return mmd(z, z_bar.detach(), bandwidth(z, statistic))
 
 
-@register_alignment("a_mmd")
 def a_mmd_mean(z: torch.Tensor, z_bar: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Entry ``a_mmd``: the mean-distance bandwidth of the local batch (the fixed ``sigma`` is not used)."""
     return a_mmd(z, z_bar, "mean")
 
 
-@register_alignment("a_mmd_median")
 def a_mmd_median(z: torch.Tensor, z_bar: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Entry ``a_mmd_median``: the median-distance bandwidth of the local batch (the fixed ``sigma`` is not used)."""
     return a_mmd(z, z_bar, "median")
 
 
-@register_alignment("mmd")
 def fixed_mmd(z: torch.Tensor, z_bar: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Entry ``mmd``: the strategy's fixed bandwidth ``sigma``."""
     return mmd(z, z_bar.detach(), sigma)

@@ -18,7 +18,7 @@ None = the expected participations of a client over the run, rounds * K / N in F
 DecL, as the paper suggests). Defaults: gamma_max 0.1, gamma_min 1e-3 (appendix A.4.2, the best).
 
 Options recording which variant ran (they enter the run's hparams and checkpoint fingerprint):
-``alignment`` (``dssl.federation.alignment.ALIGNMENTS``; ``a_mmd`` = Eq. 6, the default;
+``alignment`` (``dssl.config.alignments.ALIGNMENT_SPECS``; ``a_mmd`` = Eq. 6, the default;
 ``a_mmd_code`` = the released code's token layout and scaling, MAE on a ViT only), ``sigma`` (the
 fixed bandwidth of ``mmd``), ``z_summary``: which batch a client sends -- ``last_batch`` (the default:
 the representations of its last local batch, a sample of its local distribution, as Eq. 6 treats
@@ -48,7 +48,8 @@ import torch
 from torch import nn
 
 from dssl.config.strategies._mar import MARConfig
-from dssl.federation.alignment import ALIGNMENTS, alignment_loss, cosine_gamma, uses_tokens
+from dssl.config.alignments import ALIGNMENT_SPECS
+from dssl.federation.alignment import alignment_loss, cosine_gamma, uses_tokens
 from dssl.federation.state import StackedStates, StateDict
 from dssl.federation.strategies.base import ClientContext, Strategy, Upload
 
@@ -62,8 +63,8 @@ class MARStrategy(Strategy):
         if not config.gamma_min <= config.gamma_max:
             raise ValueError(f"need 0 <= gamma_min <= gamma_max, got gamma_min={config.gamma_min}, "
                              f"gamma_max={config.gamma_max}")
-        if config.alignment not in ALIGNMENTS:
-            raise ValueError(f"unknown alignment {config.alignment!r}; known: {', '.join(ALIGNMENTS.names())}")
+        if config.alignment not in ALIGNMENT_SPECS:
+            raise ValueError(f"unknown alignment {config.alignment!r}; known: {', '.join(ALIGNMENT_SPECS.names())}")
         self.uses_tokens = uses_tokens(config.alignment)
 
     def setup(self, method: nn.Module) -> None:

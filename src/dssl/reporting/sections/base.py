@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping
 import pandas as pd
 
 from dssl.config.checker import Checker, ParamsError
-from dssl.evaluation import PROTOCOLS
+from dssl.config.protocols import PROTOCOL_SPECS
 from dssl.registry import Registry
 from dssl.reporting.claims import Finding
 from dssl.reporting.figures import footer
@@ -125,9 +125,9 @@ def check_protocols(names: Iterable[str]) -> None:
     """Every name a section's options give as a protocol must be one of the evaluation registry's: a
     misspelt name fails ``dssl validate`` here rather than leaving the section's cells "untestable"
     after the run."""
-    unknown = sorted({name for name in names if name not in PROTOCOLS})
+    unknown = sorted({name for name in names if name not in PROTOCOL_SPECS})
     if unknown:
-        raise ValueError(f"unknown protocol(s) {unknown}; protocols: {', '.join(PROTOCOLS)}")
+        raise ValueError(f"unknown protocol(s) {unknown}; protocols: {', '.join(PROTOCOL_SPECS.names())}")
 
 
 def known_protocols(protocol: str, protocols: Mapping[str, str] | None = None) -> dict[str, str]:

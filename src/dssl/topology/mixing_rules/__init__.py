@@ -1,3 +1,3 @@
-"""The mixing rules of decentralized averaging, one module per rule, each declared
-``@register_mixing("<name>")`` (``dssl.topology.mixing.MIXING``) and imported when its name is used, so a
-DecL cell's code lineage holds its own rule alone."""
+"""The mixing rules of decentralized averaging, one module per rule, each a function ``(adjacency, sizes) ->
+matrix`` named by its torch-free spec (``dssl.config.mixing``, registry ``MIXING_SPECS``) and imported when its
+name is used, so a DecL cell's code lineage holds its own rule alone."""

@@ -1,17 +1,13 @@
-"""``data_size``: neighbours weighted by their number of samples, as paper A's released code mixes.
-
-References:
-    [0] FedMAR / DecMAR, 2026, https://github.com/xuanyuLawrence/FedMAR-DecMAR
-"""
+"""The ``data_size`` rule: neighbours weighted by their number of samples, as paper A's released code mixes
+(its spec, with the reference: ``dssl.config.mixing.data_size``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dssl.topology.mixing import closed_neighbourhood, register_mixing, row_normalise
+from dssl.topology.mixing import closed_neighbourhood, row_normalise
 
 
-@register_mixing("data_size")
 def data_size(adjacency: np.ndarray, sizes: np.ndarray | None = None) -> np.ndarray:
     if sizes is None:
         raise ValueError("the 'data_size' mixing rule needs the clients' sample counts")
