@@ -28,11 +28,9 @@ from typing import Any, ClassVar, TypeVar
 from dssl.registry import SpecRegistry
 from dssl.specs import EntrySpec
 
-__all__ = ["ProtocolSpec", "PROTOCOL_SPECS", "FAMILIES", "OVERRIDE_KEYS", "coerce_config", "resolve_overrides",
+__all__ = ["ProtocolSpec", "PROTOCOL_SPECS", "OVERRIDE_KEYS", "coerce_config", "resolve_overrides",
            "override_names"]
 
-# Backbone families (``dssl.config.lookups.backbone_family``): which per_family entry a model reads.
-FAMILIES = ("cnn", "vit")
 OVERRIDE_KEYS = ("per_family", "per_dataset")
 
 C = TypeVar("C")

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 from dssl.config.checker import Checker
 from dssl.config.dataset_facts import has_test_split
-from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
+from dssl.config.backbones import FAMILIES
 from dssl.config.lookups import backbone_families
-from dssl.config.ranges import declared_options
-from dssl.config.sections.names import _name_list
-from dssl.config.sections.training import _check_steps
 from dssl.config.protocols import (  # torch-free: one spec module per protocol, its code loads when it runs
-    FAMILIES,
     OVERRIDE_KEYS,
     PROTOCOL_SPECS,
     override_names,
     resolve_overrides,
 )
+from dssl.config.ranges import declared_options
+from dssl.config.sections.names import _name_list
+from dssl.config.sections.training import _check_steps
+from dssl.data.dataset_specs import DATASET_SPECS  # standard library only
 
 
 # Registry names the evaluation section may use. Kept here so validation never imports torch; a test
