@@ -1,7 +1,7 @@
 """A grid's own seeds: which cells run them, how they are validated, which stages read them, what the plan
 counts. The default gives Table 1's SimSiam + CNN ten seeds (pretrain.fl.grids.table1-simsiam), paper B four
-(pretrain.fl.grids.paper-b-methods and the grids that alias its list) and Table 2 two (pretrain.fl.grids.table2
-and the grids that alias its list)."""
+(pretrain.fl.grids.paper-b-methods and the grids that alias its list) and paper B's FedBYOL eight
+(pretrain.fl.grids.paper-b-byol)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dssl.pipeline.catalogue import instances
 
 REPO = Path(__file__).resolve().parents[2]
 TEN = "pretrain.fl.grids.table1-simsiam.seeds"
-SHALLOW = "pretrain.fl.grids.table2.seeds"
+FEDBYOL = "pretrain.fl.grids.paper-b-byol.seeds"
 PAPER_B = "pretrain.fl.grids.paper-b-methods.seeds"
 SIMSIAM_120 = ("simsiam-cnn", "fl-label", "fedavg-r120")
 
@@ -33,9 +33,10 @@ def test_a_grid_with_its_own_seeds_gives_them_to_its_cells_only(good: dict) -> N
     assert good["pretrain"]["fl"]["grids"]["table1-simsiam"]["seeds"] == list(range(10))
     assert seeds_key(good, "fl", SIMSIAM_120) == TEN
     assert cell_seeds(good, "fl", SIMSIAM_120) == list(range(10))
-    assert seeds_key(good, "fl", ("mae-vit", "fl-label", "fedmar-r10")) == SHALLOW
-    assert cell_seeds(good, "fl", ("byol-cnn", "fl-label", "t2-fedema")) == [0, 1]
-    assert seeds_key(good, "fl", ("byol-cnn", "fl-2class", "fedssl")) == PAPER_B
+    assert cell_seeds(good, "fl", ("byol-cnn", "fl-label", "t2-fedema")) == [0, 1, 2]   # Table 2: the default
+    assert seeds_key(good, "fl", ("byol-cnn", "fl-2class", "fedssl")) == FEDBYOL
+    assert cell_seeds(good, "fl", ("byol-cnn", "fl-2class", "fedssl")) == list(range(8))
+    assert seeds_key(good, "fl", ("simclr-cnn", "fl-2class", "fedssl")) == PAPER_B
     assert cell_seeds(good, "fl", ("byol-cnn", "fl-2class", "fedema")) == [0, 1, 2, 3]
     assert cell_seeds(good, "local", ("byol-cnn", "fl-2class")) == [0, 1, 2, 3]
     assert cell_seeds(good, "decl", ("mae-vit", "general-5", "decl-mh")) == [0, 1, 2]   # Table 6: the default
@@ -47,7 +48,7 @@ def test_a_grid_with_its_own_seeds_gives_them_to_its_cells_only(good: dict) -> N
 
 def test_the_random_init_reference_runs_every_seed_of_its_backbones_cells(good: dict) -> None:
     assert reference_seeds(good, "cnn_small") == list(range(10))
-    assert reference_seeds(good, "vit_small") == [0, 1, 2]   # its 2-seed cells' seeds are among the 3
+    assert reference_seeds(good, "vit_small") == [0, 1, 2]
 
 
 def test_the_weight_distance_pairs_on_the_seeds_both_cells_train(good: dict) -> None:

@@ -83,8 +83,9 @@ def test_a_strategy_entry_keeps_its_options_apart_from_the_entry_keys(params: di
     entry = study.strategies["t2-orchestra"]
     assert (entry.name, entry.registry) == ("t2-orchestra", "orchestra")
     assert dict(entry.options) == {"server_steps": 100}
-    assert dict(entry.train) == {"rounds": 10} and entry.optimizer is None
+    assert dict(entry.train) == {} and entry.optimizer is None   # the FL default schedule
     assert dict(entry.round_options) == {}
+    assert dict(study.strategies["fedavg-r10"].train) == {"rounds": 10}
     decl = study.strategies["decl-push-sum"]
     assert dict(decl.options) == {} and dict(decl.train) == {}
     assert dict(decl.round_options) == {"mixing": "push_sum", "order": "mix_then_train"}

@@ -336,3 +336,26 @@ def test_every_section_a_params_file_lists_builds_from_its_options(name):
     check_report_params(checker)
     assert [str(problem) for problem in checker.problems] == []
     assert {type(create_section(section, options)).name for section, options in sections.items()} == set(sections)
+
+
+def test_a_row_with_more_seeds_is_gated_on_all_and_compared_on_the_seeds_both_ran(tmp_path):
+    """Paper B's FedBYOL runs 8 seeds for its gate, the rows it is compared with 4: the gate reads its 8, each
+    comparison the 4 both ran, and the finding says so. On its first 4 seeds alone the claimed row would not pass
+    the gate (its gain over random init spreads across 0 there)."""
+    gains = {0: 0.03, 1: -0.01, 2: 0.04, 3: -0.005, 4: 0.03, 5: 0.025, 6: 0.02, 7: 0.035}
+    records = [result("random", None, "cnn_small", None, test_acc=0.80, seed=seed) for seed in range(8)]
+    records += [result("fl", "mae_cnn", "cnn_small", "iid", test_acc=0.80 + gain, seed=seed, strategy="best")
+                for seed, gain in gains.items()]
+    records += [result("fl", "mae_cnn", "cnn_small", "iid", test_acc=0.78 + 0.001 * seed, seed=seed, strategy="other")
+                for seed in range(4)]
+    section = create_section("table8", {"model": "mae_cnn-cnn", "columns": {"cifar100": "fl-iid"},
+                                        "rows": {"0": "other", "cosine_0.1_to_0.001": "best"}})
+    finding = section.render(context(tmp_path, records)).findings[0]
+    shared = [0.80 + gains[s] - (0.78 + 0.001 * s) for s in range(4)]
+    assert finding.difference.n == 4 and finding.difference.mean == pytest.approx(sum(shared) / 4)
+    assert "paired on seeds 0, 1, 2, 3, which both ran: cosine_0.1_to_0.001 ran 8" in finding.detail
+    assert finding.verdict != "untestable" and finding.gated == ("cosine_0.1_to_0.001",)
+
+    first_four = [r for r in records if r["seed"] < 4]
+    blocked = section.render(context(tmp_path / "four", first_four)).findings[0]
+    assert blocked.verdict == "untestable" and "paired on seeds" not in blocked.detail

@@ -6,6 +6,10 @@ inconclusive. The gate reads the one arm the claim needs, the claimed row: where
 random init the claim is untestable. The other rows run the same schedule and may fall below random init (an
 ablated model collapsing, a baseline learning less): that is an outcome the claim predicts, not a reason to
 call it untestable.
+
+A row may run more seeds than the rows it is compared with (a grid that sets its own where a gate needs them:
+paper B's FedBYOL): the gate reads every seed of the claimed row, each comparison pairs the seeds both rows
+ran, and the finding names them.
 """
 
 from __future__ import annotations
@@ -28,10 +32,32 @@ def claimed_row_finding(section: str, claim: str, subject: str, claimed: str, be
     blocked = gate.untestable(arms)
     if blocked:
         return Finding(section, claim, subject, UNTESTABLE, None, blocked, cells=named, gated=tuple(arms))
-    compared = [(row, *compare(best, cell, +1)) for row, cell in others.items()]
+    compared = [(row, *compare(*on_shared_seeds(best, cell), +1)) for row, cell in others.items()]
     row, diff, _ = min(compared, key=lambda c: c[1].mean)
+    detail = f"{claimed} - {row} (the closest row{shared_seeds_note({claimed: best, row: others[row]})})"
     return Finding(section, claim, subject, above_every_row([outcome for _, _, outcome in compared]), diff,
-                   f"{claimed} - {row} (the closest row)", cells=named, gated=tuple(arms))
+                   detail, cells=named, gated=tuple(arms))
+
+
+def on_shared_seeds(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two rows' runs on the seeds both ran: a comparison pairs seed by seed (``shared_seeds_note`` names what
+    it left out). Raises ValueError when they share no seed."""
+    shared = set(a["seed"].astype(int)) & set(b["seed"].astype(int))
+    if not shared:
+        raise ValueError(f"the rows share no seed ({sorted(set(a['seed']))} and {sorted(set(b['seed']))}): "
+                         "give their grids common seeds")
+    return a[a["seed"].astype(int).isin(shared)], b[b["seed"].astype(int).isin(shared)]
+
+
+def shared_seeds_note(rows: Mapping[str, pd.DataFrame]) -> str:
+    """"; paired on seeds 0, 1, 2, 3, which both ran: FedBYOL ran 8" when the compared rows (label -> runs) ran
+    different seeds; empty when they ran the same."""
+    ran = {label: set(cell["seed"].astype(int)) for label, cell in rows.items()}
+    shared = set.intersection(*ran.values())
+    more = [f"{label} ran {len(seeds)}" for label, seeds in ran.items() if seeds != shared]
+    if not more:
+        return ""
+    return f"; paired on seeds {', '.join(map(str, sorted(shared)))}, which both ran: {', '.join(more)}"
 
 
 def above_every_row(outcomes: list[str]) -> str:
