@@ -8,7 +8,7 @@ import math
 import pytest
 from report_helpers import result, write_results
 
-from dssl.reporting.results import load_results, summarise
+from dssl.reporting.results import load_results, stray_results, summarise
 
 
 def test_load_results_reads_every_json_recursively(tmp_path):
@@ -17,6 +17,31 @@ def test_load_results_reads_every_json_recursively(tmp_path):
     assert len(df) == 3
     assert set(df["framework"]) == {"fl", "random", "central"}
     assert df["file"].str.endswith(".json").all()
+
+
+def test_only_the_folders_of_the_current_stages_are_read(tmp_path):
+    """A cell removed from the params leaves its results behind (DVC keeps a removed stage's outputs): the
+    report reads the folders of the stages the params hold and no other file."""
+    write_results(tmp_path, [result("fl", scheme="iid"), result("random", None)])   # fl/ and other/
+    stray = sorted((tmp_path / "fl").glob("*.json"))
+    assert stray_results(sorted(tmp_path.rglob("*.json")), [tmp_path / "other"]) == stray
+    df = load_results(tmp_path, within=[tmp_path / "other"])
+    assert list(df["framework"]) == ["random"]
+    assert len(load_results(tmp_path)) == 2
+
+
+def test_the_report_reads_the_result_folders_of_the_default_s_evaluation_stages():
+    from pathlib import Path
+
+    from dssl.config.params import read_params
+    from dssl.pipeline.catalogue import instances, result_folders
+
+    params = read_params(Path(__file__).resolve().parents[2] / "params.yaml")
+    folders = result_folders(params)
+    evaluations = [stage for stage in instances(params) if stage.name.startswith("evaluate_")]
+    assert len(folders) == len(set(folders)) == len(evaluations)
+    assert "reports/metrics/fl/mae-vit/fl-label/fedmar" in folders
+    assert all(folder.startswith("reports/metrics/") for folder in folders)
 
 
 def test_missing_key_names_the_file_and_the_key(tmp_path):

@@ -334,14 +334,24 @@ def _every_mixing_rule(params: dict) -> list[str]:
 REPORT_READS = ("evaluate_", "weight_distance", "features")   # kinds whose outputs the report's sections read
 
 
+def _outputs_of(params: dict, kinds: tuple[str, ...]) -> list[str]:
+    """Every output folder or file of the stages of ``params`` whose kind starts with one of ``kinds``."""
+    return [out.rstrip("/").format(**fields) for kind in KINDS if kind.name.startswith(kinds)
+            for fields in kind.grid(params) for out in kind.outputs(params)]
+
+
+def result_folders(params: dict) -> list[str]:
+    """The result folders of every evaluation stage of ``params`` (``reports/metrics/<framework>/<cell>``):
+    what the report reads, and nothing a cell the params no longer hold left behind."""
+    return _outputs_of(params, ("evaluate_",))
+
+
 def _report_inputs(params: dict) -> list[str]:
     """Every evaluation result folder, every weight-distance (Table 5) and features (Fig. 3) folder, every
     graph's statistics (Table 6 states its mixing rules' distances), the partition heatmaps and graph
     drawings the report shows, the theory summary when the theory stage runs, and the verdict records of
     other runs it compares (``report.verdicts_elsewhere``)."""
-    read = [kind for kind in KINDS if kind.name.startswith(REPORT_READS)]
-    results = [out.rstrip("/").format(**fields) for kind in read
-               for fields in kind.grid(params) for out in kind.outputs(params)]
+    results = _outputs_of(params, REPORT_READS)
     graphs = [f"data/graphs/{name}/graph.json" for name in [*(params.get("graphs") or {}),
                                                              *(params.get("improved_graphs") or {})]]
     drawings = [plot.format(**fields) for kind in KINDS if kind.name in ("partitions", "graphs", "graph_improve")

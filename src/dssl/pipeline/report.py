@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -154,11 +155,18 @@ def run_summary(root: Path, params: dict, profile: str) -> dict[str, Any]:
 def run(params_path: Path | str) -> Path:
     stage = Stage("report", "", params_path)
     params = stage.params
+    from dssl.pipeline.catalogue import result_folders
     from dssl.pipeline.verdicts import load_records
     from dssl.reporting.readme import write_report
+    from dssl.reporting.results import stray_results
     from dssl.reporting.sections import FIGURES, FOLDER, check_sections_or_raise
 
     check_sections_or_raise(params, str(params_path))
+    folders = result_folders(params)
+    stray = stray_results(sorted(METRICS.rglob("*.json")), folders)
+    if stray:   # DVC keeps a removed stage's outputs: they are no number of this run
+        print(f"report: {len(stray)} result files under {METRICS}/ come from cells {params_path} no longer holds "
+              f"and are not read (e.g. {stray[0]}); delete them to tidy up", file=sys.stderr)
     theory = THEORY_SUMMARY.read_text() if THEORY_SUMMARY.exists() else None
     report = params.get("report") or {}
     sections = report.get("sections") or {}
@@ -175,6 +183,7 @@ def run(params_path: Path | str) -> Path:
         "assets": [REPORTS],             # the partitions' and graphs' drawings, the theory figures
         "graphs": GRAPHS,                # every graph's statistics (Table 6: the mixing rules' distances)
         "models": params["models"], "strategies": params["strategies"],   # what each row ran
+        "result_folders": folders,
     }
     # Build everything in a scratch folder first: a failure leaves the previous report intact.
     build = REPORTS / ".report-build"

@@ -318,11 +318,12 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
     name -> figure path relative to ``out_dir``, drawn by other stages), ``run`` (``what_ran``'s facts),
     ``verdict_records`` (the verdicts of other runs, ``verdicts.VerdictRecord``) and ``assets`` (folders
     where the HTML rendering looks for images ``out_dir`` does not hold: the final report folder when
-    ``out_dir`` is a scratch copy). Returns written paths.
+    ``out_dir`` is a scratch copy) and ``result_folders`` (the evaluation stages' result folders: files
+    elsewhere under ``results_dir`` are not read). Returns written paths.
     """
     distances = context.get("weight_distances")
     graphs = context.get("graphs")
-    ctx = ReportContext(results=load_results(results_dir), profile=context["profile"], dataset=context["dataset"],
+    ctx = ReportContext(results=load_results(results_dir, context.get("result_folders")), profile=context["profile"], dataset=context["dataset"],
                         paper=context.get("paper") or load_paper_numbers(), settings=context.get("settings") or {},
                         theory=context.get("theory"),
                         weight_distances=load_weight_distances(distances) if distances is not None else None,

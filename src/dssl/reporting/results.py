@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
@@ -34,9 +34,10 @@ OPTIONAL_KEYS: dict[str, Any] = {"n_test": None, "strategy": None, "strategy_con
 SUMMARY_COLUMNS = ["mean", "ci", "n", "test_ci", "runs"]
 
 
-def load_results(folder: Path | str) -> pd.DataFrame:
+def load_results(folder: Path | str, within: Iterable[Path | str] | None = None) -> pd.DataFrame:
     """All result JSONs under ``folder`` (recursively), one row each, plus the ``file`` they came from and
-    the ``run_name`` of their MLflow run.
+    the ``run_name`` of their MLflow run. ``within``: the result folders of the stages the params hold now
+    (``catalogue.result_folders``); a file outside them (``stray_results``) is not read.
 
     Raises ``ArtifactError`` (a ValueError) naming the file and the problem (bad JSON, missing key,
     unknown protocol, accuracy outside [0, 1]), and when the folder is missing or holds no result file.
@@ -45,12 +46,22 @@ def load_results(folder: Path | str) -> pd.DataFrame:
     if not folder.is_dir():
         raise ArtifactError(folder, "the result folder does not exist (no evaluation has run yet?)")
     files = sorted(folder.rglob("*.json"))
+    if within is not None:
+        stray = set(stray_results(files, within))
+        files = [path for path in files if path not in stray]
     if not files:
         raise ArtifactError(folder, "no result files (*.json) under this folder")
     rows = [_read_result(path) for path in files]
     # object columns keep None as None (pandas' string dtype would turn it into NaN)
     df = pd.DataFrame(rows, columns=[*REQUIRED_KEYS, *OPTIONAL_KEYS, "file", "run_name"], dtype=object)
     return df.astype({"alpha": float, "connectivity": float, "test_acc": float, "val_acc": float, "seed": int})
+
+
+def stray_results(files: Iterable[Path], within: Iterable[Path | str]) -> list[Path]:
+    """The result files that lie in none of the folders ``within``: left by a cell the params no longer hold
+    (DVC does not delete a removed stage's outputs), so no number of the current run."""
+    folders = [Path(w).resolve() for w in within]
+    return [path for path in files if not any(path.resolve().is_relative_to(f) for f in folders)]
 
 
 def _read_result(path: Path) -> dict[str, Any]:
