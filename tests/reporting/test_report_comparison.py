@@ -359,3 +359,24 @@ def test_a_row_with_more_seeds_is_gated_on_all_and_compared_on_the_seeds_both_ra
     first_four = [r for r in records if r["seed"] < 4]
     blocked = section.render(context(tmp_path / "four", first_four)).findings[0]
     assert blocked.verdict == "untestable" and "paired on seeds" not in blocked.detail
+
+
+def test_table2_states_each_backbone_from_random_init_on_the_rows_seeds(tmp_path):
+    """Paper A's Table 2 sets FedMAR on its ViT against baselines on a CNN: the section prints both backbones from
+    random init, scored as the rows are, so a reader sees what the backbone alone gives."""
+    records = []
+    for seed, noise in enumerate(NOISE):
+        records.append(result("fl", "mae", "vit_small", "dirichlet_balanced", test_acc=0.48 + noise, seed=seed,
+                              strategy="fedmar", model="mae-vit"))
+        records.append(result("fl", "byol", "cnn_small", "dirichlet_balanced", test_acc=0.93 + noise, seed=seed,
+                              strategy="t2-fedema", model="byol-cnn"))
+        records.append(result("random", None, "vit_small", None, test_acc=0.31 + noise, seed=seed))
+    records += [result("random", None, "cnn_small", None, test_acc=0.95 + noise, seed=seed)
+                for seed, noise in enumerate((*NOISE, -0.5))]   # a fourth seed no row ran: left out
+    section = create_section("table2", {"model": "mae-vit", "columns": {"digits": "fl-label"},
+                                        "rows": {"fedema_r18": "byol-cnn:t2-fedema", "fedmar_tinyvit": "fedmar"},
+                                        "best": "fedmar_tinyvit"})
+    out = section.render(context(tmp_path, records))
+    assert out.findings[0].verdict == "contradicted"
+    line = next(line for line in out.markdown.splitlines() if line.startswith("**The rows' backbones"))
+    assert "vit_small 31.00 ± " in line and "cnn_small 95.00 ± " in line and "[n=3]" in line
