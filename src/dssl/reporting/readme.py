@@ -323,7 +323,8 @@ def write_report(results_dir: Path | str, out_dir: Path | str, sections: Mapping
     """
     distances = context.get("weight_distances")
     graphs = context.get("graphs")
-    ctx = ReportContext(results=load_results(results_dir, context.get("result_folders")), profile=context["profile"], dataset=context["dataset"],
+    ctx = ReportContext(results=load_results(results_dir, context.get("result_folders")),
+                        profile=context["profile"], dataset=context["dataset"],
                         paper=context.get("paper") or load_paper_numbers(), settings=context.get("settings") or {},
                         theory=context.get("theory"),
                         weight_distances=load_weight_distances(distances) if distances is not None else None,
