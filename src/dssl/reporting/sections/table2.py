@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from dssl.reporting.claims import RANDOM, Finding
+from dssl.reporting.claims import Finding, PretrainingGate
 from dssl.reporting.results import accuracy_summary
 from dssl.reporting.sections.base import ReportContext, register_section
 from dssl.reporting.sections.strategy_comparison import StrategyComparison
@@ -31,26 +31,22 @@ class Table2(StrategyComparison):
 
     def markdown(self, data: pd.DataFrame, findings: list[Finding], ctx: ReportContext) -> str:
         sizes = self.sizes(data, ctx)
-        text = super().markdown(data, findings, ctx) + self.random_init_text(data, ctx)
+        text = super().markdown(data, findings, ctx) + self.random_init_text(ctx)
         if sizes.empty:
             return text
         return (f"{text}\n\n**Model sizes (this pipeline)**, millions of parameters: the whole pretrained model "
                 "(encoder, heads, predictor, target networks: what the paper's Params column counts) and the "
                 "encoder the protocols evaluate.\n\n" + markdown_table(sizes))
 
-    def random_init_text(self, data: pd.DataFrame, ctx: ReportContext) -> str:
+    def random_init_text(self, ctx: ReportContext) -> str:
         """The rows' backbones from random init, scored as the rows are: paper A runs FedMAR on its Tiny-ViT
         and the baselines on ResNet-18, so the table compares backbones as well as methods, and at a small
         scale the backbones alone can set the order."""
-        results = ctx.results
-        seeds = {int(seed) for cell in self._cells.values() for seed in cell["seed"]}
-        lines = []
-        for backbone in dict.fromkeys(results.loc[results["model"].isin(data["model"]), "backbone"]):
-            random = results[(results["framework"] == RANDOM) & (results["backbone"] == backbone)
-                             & (results["protocol"] == self.protocol) & results["dataset"].isin(data["dataset"])
-                             & results["seed"].isin(seeds)]
-            if not random.empty:
-                lines.append(f"{backbone} {format_summary(accuracy_summary(random))}")
+        gate, first_cell = PretrainingGate(ctx.results), {}
+        for cell in self._cells.values():   # the random-init runs a cell of each backbone pairs with
+            first_cell.setdefault(cell.iloc[0]["backbone"], cell)
+        lines = [f"{backbone} {format_summary(accuracy_summary(random))}" for backbone, cell in first_cell.items()
+                 if not (random := gate.baseline(cell)).empty]
         if len(lines) < 2:
             return ""
         return ("\n\n**The rows' backbones from random init**, scored as the rows are (the rows train different "
