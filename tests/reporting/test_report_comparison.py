@@ -380,3 +380,20 @@ def test_table2_states_each_backbone_from_random_init_on_the_rows_seeds(tmp_path
     assert out.findings[0].verdict == "contradicted"
     line = next(line for line in out.markdown.splitlines() if line.startswith("**The rows' backbones"))
     assert "vit_small 31.00 ± " in line and "cnn_small 95.00 ± " in line and "[n=3]" in line
+
+
+def test_rows_a_claim_pairs_must_share_a_seed_before_the_run():
+    """FedBYOL's grid on seeds no other paper B row runs: every claim that pairs it seed by seed would fail after
+    the run, so the params check names each (section, column, both rows' seeds) before any stage starts; the
+    stop-gradient claim's "works without" column reads its row against random init and pairs nothing."""
+    params = yaml.safe_load((Path(__file__).parents[2] / "params.yaml").read_text())
+    params["pretrain"]["fl"]["grids"]["paper-b-byol"]["seeds"] = [8, 9]
+    checker = Checker(params, None)
+    check_report_params(checker)
+    problems = [(problem.path.rpartition(".")[2], problem.message) for problem in checker.problems]
+    assert {section for section, _ in problems} == {"fedssl_methods", "fedssl_predictor", "fedema"}
+    methods = [message for section, message in problems if section == "fedssl_methods"]
+    assert len(methods) == 3 and methods[0].startswith(
+        "column 'non_iid': rows 'FedBYOL' (seeds [8, 9]) and 'FedSimCLR' (seeds [0, 1, 2, 3]) share no seed")
+    stop_gradient = create_section("fedssl_stop_gradient", params["report"]["sections"]["fedssl_stop_gradient"])
+    assert stop_gradient.seed_problems(params) == []

@@ -96,6 +96,10 @@ class ReportSection:
         """What in the section's labels names a dataset its cells are not read on (none by default)."""
         return []
 
+    def seed_problems(self, params: Mapping[str, Any]) -> list[str]:
+        """Cells the section pairs seed by seed but whose seed lists share no seed (none by default)."""
+        return []
+
     def empty_text(self) -> str:
         return "No results for this section in this build."
 
@@ -152,8 +156,9 @@ def register_section(name: str) -> Callable[[type[ReportSection]], type[ReportSe
 
 
 def check_report_params(c: Checker) -> None:
-    """``report.sections`` against the registry: known names, options each section accepts, and no label that
-    names a dataset the section's cells are not read on (a column "cifar100" of cells scored on digits)."""
+    """``report.sections`` against the registry: known names, options each section accepts, no label that
+    names a dataset the section's cells are not read on (a column "cifar100" of cells scored on digits), and no
+    pair of cells a claim compares seed by seed whose seed lists share no seed."""
     from dssl.data.datasets import DATASETS
 
     sections = (c.params.get("report") or {}).get("sections") or {}
@@ -168,7 +173,7 @@ def check_report_params(c: Checker) -> None:
         except (TypeError, ValueError) as err:
             c.add(path, str(err))
             continue
-        for problem in section.label_problems(report_dataset, dataset_names):
+        for problem in [*section.label_problems(report_dataset, dataset_names), *section.seed_problems(c.params)]:
             c.add(path, problem)
 
 

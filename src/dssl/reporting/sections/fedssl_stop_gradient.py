@@ -47,6 +47,11 @@ class FedSSLStopGradient(StrategyComparison):
                              f"got {sorted(rows)}")
         self.works_without, self.without_row = tuple(works_without), without[0]
 
+    def compared_rows(self, column: str) -> list[str]:
+        """In a ``works_without`` column the row without stop-gradient is read against random init, not paired
+        with the row with it."""
+        return [] if column in self.works_without else super().compared_rows(column)
+
     def column_finding(self, column: str, gate: PretrainingGate) -> Finding | None:
         if column not in self.works_without:
             return super().column_finding(column, gate)

@@ -98,11 +98,42 @@ class StrategyComparison(ReportSection):
         gate = PretrainingGate(ctx.results)
         return [finding for column in self.columns if (finding := self.column_finding(column, gate)) is not None]
 
+    def compared_rows(self, column: str) -> list[str]:
+        """The rows the claimed row is paired with, seed by seed, in ``column``: every other row but the
+        references."""
+        return [row for row in self.rows if row != self.best_row and row not in self.references
+                and self.spec(row, column) is not None]
+
+    def seed_problems(self, params: Mapping[str, Any]) -> list[str]:
+        """Rows the claim pairs with the claimed row in a column but whose cells share no seed with its cell
+        (the claim could not be computed after the run); none where a seed list is malformed (reported where
+        it is declared)."""
+        from dssl.config.grids import cell_seeds
+
+        def seeds(spec: CellSpec) -> set[int]:
+            framework, model, strategy, place = spec
+            cell = {"central": (model,), "local": (model, place)}.get(framework, (model, place, strategy))
+            return set(cell_seeds(dict(params), framework, cell))
+
+        problems = []
+        for column in self.columns:
+            claimed = self.spec(self.best_row, column)
+            for row in self.compared_rows(column) if claimed is not None else []:
+                try:
+                    mine, theirs = seeds(claimed), seeds(self.spec(row, column))
+                except (AttributeError, KeyError, TypeError, ValueError):
+                    continue
+                if not mine & theirs:
+                    problems.append(f"column {column!r}: rows {self.best_row!r} (seeds {sorted(mine)}) and {row!r} "
+                                    f"(seeds {sorted(theirs)}) share no seed, and the claim pairs them seed by "
+                                    "seed: give their grids a common seed")
+        return problems
+
     def column_finding(self, column: str, gate: PretrainingGate) -> Finding | None:
         """The claim in one column: the best row against every other row (None when a side is missing)."""
         best = self._cells.get((self.best_row, column))
-        others = {row: cell for (row, col), cell in self._cells.items()
-                  if col == column and row != self.best_row and row not in self.references}
+        others = {row: cell for row in self.compared_rows(column)
+                  if (cell := self._cells.get((row, column))) is not None}
         if best is None or not others:
             return None
         subject = f"{self.framework.upper()} {column}: {self.best_row} vs {', '.join(others)}"
