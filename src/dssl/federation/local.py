@@ -111,11 +111,7 @@ def build_optimizer(model: nn.Module, config: OptimizerConfig, lr: float) -> tor
         raise ValueError(f"unknown lr schedule {config.schedule!r}; known: {', '.join(SCHEDULES)}")
     groups = _param_groups(model, config)
     if config.name == "sgd":
-        # The fused kernel (CPU and CUDA) makes weight decay, momentum and the update one pass over each
-        # tensor: the same values bit for bit as the per-tensor loop on the CPU (tests/federation), a
-        # BYOL + CNN step ~5-7 % faster at the embedded size, where its 1.8 M head parameters make a step
-        # memory-bound (benchmarks/backbone_throughput.py). Adam's fused kernel rounds differently: not used.
-        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, fused=True)
+        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum)
     if config.name == "adam":
         return torch.optim.Adam(groups, lr=lr, betas=tuple(config.betas))
     return torch.optim.AdamW(groups, lr=lr, betas=tuple(config.betas))
