@@ -96,7 +96,7 @@ class ReportSection:
         """What in the section's labels names a dataset its cells are not read on (none by default)."""
         return []
 
-    def seed_problems(self, params: Mapping[str, Any]) -> list[str]:
+    def seed_problems(self, params: dict) -> list[str]:
         """Cells the section pairs seed by seed but whose seed lists share no seed (none by default)."""
         return []
 

@@ -104,16 +104,15 @@ class StrategyComparison(ReportSection):
         return [row for row in self.rows if row != self.best_row and row not in self.references
                 and self.spec(row, column) is not None]
 
-    def seed_problems(self, params: Mapping[str, Any]) -> list[str]:
+    def seed_problems(self, params: dict) -> list[str]:
         """Rows the claim pairs with the claimed row in a column but whose cells share no seed with its cell
         (the claim could not be computed after the run); none where a seed list is malformed (reported where
         it is declared)."""
         from dssl.config.grids import cell_seeds
 
         def seeds(spec: CellSpec) -> set[int]:
-            framework, model, strategy, place = spec
-            cell = {"central": (model,), "local": (model, place)}.get(framework, (model, place, strategy))
-            return set(cell_seeds(dict(params), framework, cell))
+            framework, model, strategy, place = spec   # a central cell has no place, a stand-alone no strategy
+            return set(cell_seeds(params, framework, tuple(part for part in (model, place, strategy) if part)))
 
         problems = []
         for column in self.columns:
