@@ -8,6 +8,12 @@ process and its workers), and for training stages the images per second of local
 that runs several seeds logs one run per seed; they share the stage's figures.
 Measure the whole pipeline's wall time with `time make repro`; the difference to the sum printed
 here is process start-up and DVC's own bookkeeping.
+
+``--against OTHER`` (another finished tree, e.g. an earlier fresh clone) compares the two runs' speed on
+the stages they share unchanged: a stage whose lock entry (command, dependencies' hashes, params) is the
+same in both trees did the same computation in both, so the ratio of its seconds is the machine's speed at
+the two runs' hours, not the code's. It prints that ratio per stage kind and over all shared stages, and
+this run's summed stage time at the other run's speed (every stage scaled by the shared stages' ratio).
 """
 
 from __future__ import annotations
@@ -15,21 +21,67 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import pandas as pd
+
 from dssl.tracking import stage_runs
+from dssl.yamlio import load_yaml
+
+
+def load_runs(root: Path, profile: str) -> pd.DataFrame:
+    """The MLflow runs of a profile's stages in ``root``'s store; exits naming the store if there are none."""
+    runs = stage_runs(root, profile)
+    if runs.empty:
+        raise SystemExit(f"no runs of profile {profile!r} in {root / 'mlflow.db'}")
+    return runs
+
+
+def latest_seconds(runs: pd.DataFrame) -> pd.Series:
+    """Each stage's ``stage_seconds`` in its latest run (a stage of several seeds logs one run per seed;
+    they share the stage's figure)."""
+    last = runs.sort_values("start_time").groupby("tags.stage").tail(1)
+    return last.set_index("tags.stage")["metrics.stage_seconds"].rename("seconds")
+
+
+def stage_inputs(root: Path) -> dict[str, dict]:
+    """Every stage's lock entry without its outputs (command, dependencies' hashes, params), by stage name."""
+    entries: dict[str, dict] = {}
+    for lock in [root / "dvc.lock", *sorted((root / "pipelines").rglob("dvc.lock"))]:
+        if lock.is_file():
+            for name, entry in (load_yaml(lock.read_text()) or {}).get("stages", {}).items():
+                entries[name] = {key: value for key, value in entry.items() if key != "outs"}
+    return entries
+
+
+def speed_against(root: Path, other: Path, profile: str) -> None:
+    """Print the two runs' time ratio on the stages whose inputs are the same in both trees."""
+    here, there = latest_seconds(load_runs(root, profile)), latest_seconds(load_runs(other, profile))
+    inputs_here, inputs_there = stage_inputs(root), stage_inputs(other)
+    shared = [s for s in here.index.intersection(there.index)
+              if s in inputs_here and inputs_here[s] == inputs_there.get(s)]
+    if not shared:
+        raise SystemExit(f"no stage of {root} ran with the same inputs in {other}")
+    table = pd.DataFrame({"here_s": here[shared], "there_s": there[shared]})
+    table["kind"] = table.index.str.split("@").str[0]
+    per_kind = table.groupby("kind").agg(stages=("here_s", "count"), here_s=("here_s", "sum"),
+                                         there_s=("there_s", "sum"))
+    per_kind["ratio"] = per_kind["here_s"] / per_kind["there_s"]
+    ratio = table["here_s"].sum() / table["there_s"].sum()
+    print(f"\nstages with the same inputs in {other}: {len(shared)} of {len(here)}")
+    print(per_kind.round(2).to_string())
+    print(f"all shared stages: {table['here_s'].sum():.0f} s here, {table['there_s'].sum():.0f} s there, "
+          f"ratio {ratio:.3f}")
+    print(f"this run's summed stage time {here.sum():.0f} s; at the other run's speed {here.sum() / ratio:.0f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="embedded")
     parser.add_argument("--root", type=Path, default=Path("."))
+    parser.add_argument("--against", type=Path, help="another finished tree: the speed ratio on shared stages")
     args = parser.parse_args()
-    runs = stage_runs(args.root.resolve(), args.profile)
-    if runs.empty:
-        raise SystemExit(f"no runs of profile {args.profile!r} in {args.root.resolve() / 'mlflow.db'}")
+    runs = load_runs(args.root.resolve(), args.profile)
+    per_stage = latest_seconds(runs).to_frame()
     runs = runs.rename(columns={"tags.stage": "stage_tag"})
-    # the latest execution of each stage: its runs share the stage's last logged stage_seconds
-    last = runs.sort_values("start_time").groupby("stage_tag").tail(1)[["stage_tag", "metrics.stage_seconds"]]
-    per_stage = last.set_index("stage_tag")["metrics.stage_seconds"].rename("seconds").to_frame()
     if "metrics.peak_rss_mb" in runs:
         per_stage["peak_rss_mb"] = runs.groupby("stage_tag")["metrics.peak_rss_mb"].max()
     per_stage["kind"] = per_stage.index.str.split("@").str[0]
@@ -42,6 +94,8 @@ def main() -> None:
         table["images_per_s"] = runs.groupby("kind")["metrics.images_per_s"].mean()
     print(table.round(1).to_string())
     print(f"\nall stages: {len(per_stage)}, summed stage time {per_stage['seconds'].sum():.0f} s")
+    if args.against:
+        speed_against(args.root.resolve(), args.against.resolve(), args.profile)
 
 
 if __name__ == "__main__":
