@@ -52,21 +52,27 @@ def stage_inputs(root: Path) -> dict[str, dict]:
     return entries
 
 
+def shared_stage_seconds(here: pd.Series, there: pd.Series, inputs_here: dict[str, dict],
+                         inputs_there: dict[str, dict]) -> pd.DataFrame:
+    """Seconds here and there of the stages both runs ran with the same lock entry, with their kind."""
+    shared = [s for s in here.index.intersection(there.index)
+              if s in inputs_here and inputs_here[s] == inputs_there.get(s)]
+    table = pd.DataFrame({"here_s": here[shared], "there_s": there[shared]})
+    table["kind"] = table.index.str.split("@").str[0]
+    return table
+
+
 def speed_against(root: Path, other: Path, profile: str) -> None:
     """Print the two runs' time ratio on the stages whose inputs are the same in both trees."""
     here, there = latest_seconds(load_runs(root, profile)), latest_seconds(load_runs(other, profile))
-    inputs_here, inputs_there = stage_inputs(root), stage_inputs(other)
-    shared = [s for s in here.index.intersection(there.index)
-              if s in inputs_here and inputs_here[s] == inputs_there.get(s)]
-    if not shared:
-        raise SystemExit(f"no stage of {root} ran with the same inputs in {other}")
-    table = pd.DataFrame({"here_s": here[shared], "there_s": there[shared]})
-    table["kind"] = table.index.str.split("@").str[0]
+    table = shared_stage_seconds(here, there, stage_inputs(root), stage_inputs(other))
+    if table.empty:
+        raise SystemExit(f"no stage of {root} ran with the same inputs (dvc.lock entries) in {other}")
     per_kind = table.groupby("kind").agg(stages=("here_s", "count"), here_s=("here_s", "sum"),
                                          there_s=("there_s", "sum"))
     per_kind["ratio"] = per_kind["here_s"] / per_kind["there_s"]
     ratio = table["here_s"].sum() / table["there_s"].sum()
-    print(f"\nstages with the same inputs in {other}: {len(shared)} of {len(here)}")
+    print(f"\nstages with the same inputs in {other}: {len(table)} of {len(here)}")
     print(per_kind.round(2).to_string())
     print(f"all shared stages: {table['here_s'].sum():.0f} s here, {table['there_s'].sum():.0f} s there, "
           f"ratio {ratio:.3f}")

@@ -360,6 +360,48 @@ def test_stage_times_reads_the_same_stages_from_the_store(overhead_run):
     assert total and abs(int(total.group(1)) - summed) <= 0.6, done.stdout
 
 
+def load_stage_times():
+    spec = importlib.util.spec_from_file_location("stage_times", BENCHMARKS / "stage_times.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_lock(path: Path, stages: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({"schema": "2.0", "stages": stages}))
+
+
+def lock_entry(params_value: int, out_md5: str) -> dict:
+    return {"cmd": "dssl pretrain_fl m p s --params params.yaml",
+            "deps": [{"path": "data/prepared/digits", "hash": "md5", "md5": "a" * 32 + ".dir"}],
+            "params": {"params.yaml": {"pretrain.fl.train": {"rounds": params_value}}},
+            "outs": [{"path": "models/fl/m", "hash": "md5", "md5": out_md5}]}
+
+
+def test_stage_times_against_compares_only_stages_with_the_same_inputs(tmp_path):
+    """--against: a stage counts only where its command, dependencies and params equal the other tree's (its
+    outputs may differ); the ratio is the shared stages' summed seconds here over there."""
+    pd = pytest.importorskip("pandas")
+    stage_times = load_stage_times()
+    here_root, there_root = tmp_path / "here", tmp_path / "there"
+    write_lock(here_root / "dvc.lock", {"code": lock_entry(1, "c" * 32)})
+    write_lock(here_root / "pipelines" / "pretrain_fl" / "m" / "dvc.lock",
+               {"pretrain_fl@same": lock_entry(60, "b" * 32), "pretrain_fl@moved": lock_entry(90, "b" * 32),
+                "pretrain_fl@new": lock_entry(60, "b" * 32)})
+    write_lock(there_root / "dvc.lock", {"code": lock_entry(1, "d" * 32)})   # other outputs, same inputs
+    write_lock(there_root / "pipelines" / "pretrain_fl" / "m" / "dvc.lock",
+               {"pretrain_fl@same": lock_entry(60, "e" * 32), "pretrain_fl@moved": lock_entry(60, "b" * 32)})
+    inputs_here, inputs_there = stage_times.stage_inputs(here_root), stage_times.stage_inputs(there_root)
+    assert "outs" not in inputs_here["pretrain_fl@same"] and inputs_here["pretrain_fl@same"]["cmd"]
+    here = pd.Series({"code": 4.0, "pretrain_fl@same": 120.0, "pretrain_fl@moved": 50.0, "pretrain_fl@new": 9.0})
+    there = pd.Series({"code": 5.0, "pretrain_fl@same": 100.0, "pretrain_fl@moved": 99.0})
+    table = stage_times.shared_stage_seconds(here, there, inputs_here, inputs_there)
+    assert sorted(table.index) == ["code", "pretrain_fl@same"]
+    assert table["kind"].to_dict() == {"code": "code", "pretrain_fl@same": "pretrain_fl"}
+    assert table["here_s"].sum() / table["there_s"].sum() == pytest.approx(124 / 105)
+
+
 def test_warm_server_times_each_stage_cold_and_warm(tmp_path):
     """A row per stage command with its cold and warm wall times and the difference."""
     done = run_script("warm_server.py", "--repeats", "1", cwd=tmp_path, env={"TMPDIR": str(tmp_path)})
