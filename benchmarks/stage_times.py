@@ -19,12 +19,13 @@ this run's summed stage time at the other run's speed (every stage scaled by the
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
+from dssl.lineage.lock import LineageError, LockedStage, read_lock
 from dssl.tracking import stage_runs
-from dssl.yamlio import load_yaml
 
 
 def load_runs(root: Path, profile: str) -> pd.DataFrame:
@@ -42,18 +43,16 @@ def latest_seconds(runs: pd.DataFrame) -> pd.Series:
     return last.set_index("tags.stage")["metrics.stage_seconds"].rename("seconds")
 
 
-def stage_inputs(root: Path) -> dict[str, dict]:
-    """Every stage's lock entry without its outputs (command, dependencies' hashes, params), by stage name."""
-    entries: dict[str, dict] = {}
-    for lock in [root / "dvc.lock", *sorted((root / "pipelines").rglob("dvc.lock"))]:
-        if lock.is_file():
-            for name, entry in (load_yaml(lock.read_text()) or {}).get("stages", {}).items():
-                entries[name] = {key: value for key, value in entry.items() if key != "outs"}
-    return entries
+def stage_inputs(root: Path) -> dict[str, LockedStage]:
+    """Every stage the lock files record, without its outputs: its command, params and dependencies' hashes."""
+    try:
+        return {name: replace(stage, outs=()) for name, stage in read_lock(root).items()}
+    except LineageError as err:
+        raise SystemExit(str(err)) from err
 
 
-def shared_stage_seconds(here: pd.Series, there: pd.Series, inputs_here: dict[str, dict],
-                         inputs_there: dict[str, dict]) -> pd.DataFrame:
+def shared_stage_seconds(here: pd.Series, there: pd.Series, inputs_here: dict[str, LockedStage],
+                         inputs_there: dict[str, LockedStage]) -> pd.DataFrame:
     """Seconds here and there of the stages both runs ran with the same lock entry, with their kind."""
     shared = [s for s in here.index.intersection(there.index)
               if s in inputs_here and inputs_here[s] == inputs_there.get(s)]
@@ -62,9 +61,10 @@ def shared_stage_seconds(here: pd.Series, there: pd.Series, inputs_here: dict[st
     return table
 
 
-def speed_against(root: Path, other: Path, profile: str) -> None:
-    """Print the two runs' time ratio on the stages whose inputs are the same in both trees."""
-    here, there = latest_seconds(load_runs(root, profile)), latest_seconds(load_runs(other, profile))
+def speed_against(here: pd.Series, root: Path, other: Path, profile: str) -> None:
+    """Print the two runs' time ratio on the stages whose inputs are the same in both trees (``here``: this
+    run's seconds per stage)."""
+    there = latest_seconds(load_runs(other, profile))
     table = shared_stage_seconds(here, there, stage_inputs(root), stage_inputs(other))
     if table.empty:
         raise SystemExit(f"no stage of {root} ran with the same inputs (dvc.lock entries) in {other}")
@@ -101,7 +101,7 @@ def main() -> None:
     print(table.round(1).to_string())
     print(f"\nall stages: {len(per_stage)}, summed stage time {per_stage['seconds'].sum():.0f} s")
     if args.against:
-        speed_against(args.root.resolve(), args.against.resolve(), args.profile)
+        speed_against(per_stage["seconds"], args.root.resolve(), args.against.resolve(), args.profile)
 
 
 if __name__ == "__main__":
