@@ -28,6 +28,11 @@ from dssl.lineage.lock import LineageError, LockedStage, read_lock
 from dssl.tracking import stage_runs
 
 
+def stage_kind(names: pd.Index | pd.Series) -> pd.Index | pd.Series:
+    """The stage kind of each stage name (``pretrain_fl@simsiam-cnn-fl-iid-fedavg`` -> ``pretrain_fl``)."""
+    return names.str.split("@").str[0]
+
+
 def load_runs(root: Path, profile: str) -> pd.DataFrame:
     """The MLflow runs of a profile's stages in ``root``'s store; exits naming the store if there are none."""
     runs = stage_runs(root, profile)
@@ -57,7 +62,7 @@ def shared_stage_seconds(here: pd.Series, there: pd.Series, inputs_here: dict[st
     shared = [s for s in here.index.intersection(there.index)
               if s in inputs_here and inputs_here[s] == inputs_there.get(s)]
     table = pd.DataFrame({"here_s": here[shared], "there_s": there[shared]})
-    table["kind"] = table.index.str.split("@").str[0]
+    table["kind"] = stage_kind(table.index)
     return table
 
 
@@ -90,13 +95,13 @@ def main() -> None:
     runs = runs.rename(columns={"tags.stage": "stage_tag"})
     if "metrics.peak_rss_mb" in runs:
         per_stage["peak_rss_mb"] = runs.groupby("stage_tag")["metrics.peak_rss_mb"].max()
-    per_stage["kind"] = per_stage.index.str.split("@").str[0]
+    per_stage["kind"] = stage_kind(per_stage.index)
     table = per_stage.groupby("kind").agg(stages=("seconds", "count"), total_s=("seconds", "sum"),
                                           max_s=("seconds", "max"))
     if "peak_rss_mb" in per_stage:
         table["max_peak_rss_mb"] = per_stage.groupby("kind")["peak_rss_mb"].max()
     if "metrics.images_per_s" in runs:
-        runs["kind"] = runs["stage_tag"].str.split("@").str[0]
+        runs["kind"] = stage_kind(runs["stage_tag"])
         table["images_per_s"] = runs.groupby("kind")["metrics.images_per_s"].mean()
     print(table.round(1).to_string())
     print(f"\nall stages: {len(per_stage)}, summed stage time {per_stage['seconds'].sum():.0f} s")

@@ -28,8 +28,8 @@ def run_script(name: str, *args: str, cwd: Path, env: dict | None = None) -> sub
                           capture_output=True, text=True, timeout=600)
 
 
-def load_vs_flower():
-    spec = importlib.util.spec_from_file_location("vs_flower", BENCHMARKS / "vs_flower.py")
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), BENCHMARKS / name)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -79,7 +79,7 @@ def test_vs_flower_our_two_sides_train_the_same_steps_to_the_same_losses(tmp_pat
 
 
 def test_vs_flower_compares_steady_rounds_against_the_compute_floor():
-    vs_flower = load_vs_flower()
+    vs_flower = load_script("vs_flower.py")
     ours = {"startup": 1.0, "rounds": [0.5, 0.1, 0.12, 0.1], "train": [0.3, 0.16, 0.16, 0.2]}
     serial = {"startup": 1.0, "rounds": [0.5, 0.2, 0.2, 0.2]}
     flower = {"startup": 0.0, "rounds": [10.0, 0.7, 0.4, 0.4], "total": 12.0}
@@ -111,13 +111,6 @@ def test_gpu_round_writes_the_results_a_plan_reads(tmp_path):
     assert row["images_per_s"] > 0
     expected = method_flops(build({"method": "simsiam", "backbone": "cnn_small"}, 16, 3, "cpu"), 16, 3)
     assert row["flops_per_image"] == expected
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), BENCHMARKS / name)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_paper_smoke_runs_every_stage_kind_at_its_smallest_setting(tmp_path):
@@ -360,13 +353,6 @@ def test_stage_times_reads_the_same_stages_from_the_store(overhead_run):
     assert total and abs(int(total.group(1)) - summed) <= 0.6, done.stdout
 
 
-def load_stage_times():
-    spec = importlib.util.spec_from_file_location("stage_times", BENCHMARKS / "stage_times.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def write_lock(path: Path, stages: dict) -> None:
     """A dvc.lock with these stages, beside the dvc.yaml that makes it a pipeline folder's lock file."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -384,8 +370,9 @@ def lock_entry(params_value: int, out_md5: str) -> dict:
 def test_stage_times_against_compares_only_stages_with_the_same_inputs(tmp_path):
     """--against: a stage counts only where its command, dependencies and params equal the other tree's (its
     outputs may differ); the ratio is the shared stages' summed seconds here over there."""
-    pd = pytest.importorskip("pandas")
-    stage_times = load_stage_times()
+    import pandas as pd
+
+    stage_times = load_script("stage_times.py")
     here_root, there_root = tmp_path / "here", tmp_path / "there"
     write_lock(here_root / "dvc.lock", {"code": lock_entry(1, "c" * 32)})
     write_lock(here_root / "pipelines" / "pretrain_fl" / "m" / "dvc.lock",
@@ -475,9 +462,7 @@ def test_fresh_clone_refuses_an_existing_folder_and_stops_at_a_failing_command(t
 def test_pretraining_margin_takes_seeds_without_the_figure_seed():
     """Seeds the params file never used (10-14) need no ``--set features.seed=...``: Fig. 3's seed follows
     the first seed given, or stays when it is among them."""
-    spec = importlib.util.spec_from_file_location("pretraining_margin", ROOT / "benchmarks/pretraining_margin.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("pretraining_margin.py")
     params = {"seeds": [10, 11, 12], "features": {"seed": 0, "dataset": "digits"}}
     module.follow_figure_seed(params)
     assert params["features"] == {"seed": 10, "dataset": "digits"}
