@@ -26,6 +26,7 @@ import pandas as pd
 
 from dssl.lineage.lock import LineageError, LockedStage, read_lock
 from dssl.tracking import stage_runs
+from dssl.tracking.mlflow_store import STORE_FILE, is_server, tracking_uri
 
 
 def stage_kind(names: pd.Index | pd.Series) -> pd.Index | pd.Series:
@@ -34,7 +35,11 @@ def stage_kind(names: pd.Index | pd.Series) -> pd.Index | pd.Series:
 
 
 def load_runs(root: Path, profile: str) -> pd.DataFrame:
-    """The MLflow runs of a profile's stages in ``root``'s store; exits naming the store if there are none."""
+    """The MLflow runs of a profile's stages in ``root``'s store; exits naming the store if there are none.
+    A folder without the SQLite store is refused before MLflow opens it (opening would create an empty one)."""
+    store = root / STORE_FILE
+    if not is_server(tracking_uri(root)) and not store.is_file():
+        raise SystemExit(f"{store}: no MLflow store; --root and --against name finished trees (where `make repro` ran)")
     runs = stage_runs(root, profile)
     if runs.empty:
         raise SystemExit(f"no runs of profile {profile!r} in {root / 'mlflow.db'}")

@@ -391,6 +391,20 @@ def test_stage_times_against_compares_only_stages_with_the_same_inputs(tmp_path)
     assert table["here_s"].sum() / table["there_s"].sum() == pytest.approx(124 / 105)
 
 
+def test_stage_times_refuses_a_folder_without_a_store_and_creates_none(tmp_path):
+    """--root or --against naming a folder where no run was made: one line naming the missing store, and the
+    folder stays empty (MLflow would create an empty store on opening it)."""
+    empty = tmp_path / "not-a-run"
+    empty.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "stage_times.py"), "--root", str(empty)], cwd=tmp_path,
+                          env={**env, "PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (f"{empty / 'mlflow.db'}: no MLflow store; --root and --against "
+                                                    "name finished trees (where `make repro` ran)")
+    assert list(empty.iterdir()) == []
+
+
 def test_warm_server_times_each_stage_cold_and_warm(tmp_path):
     """A row per stage command with its cold and warm wall times and the difference."""
     done = run_script("warm_server.py", "--repeats", "1", cwd=tmp_path, env={"TMPDIR": str(tmp_path)})
