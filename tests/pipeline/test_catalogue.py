@@ -117,12 +117,16 @@ def test_only_the_evaluation_stages_that_run_a_protocol_depend_on_its_implementa
     stages = instances(read_params(REPO / "params.yaml"))
     for stage in stages:
         assert implementations & import_closure(stage.kind.module) == set(), stage.kind.name
-    finetune = {s.name for s in stages
-                if any("dssl.evaluation.finetune" in component_modules(c) for c in s.components)}
-    assert finetune and all(name.startswith("evaluate_") for name in finetune)
-    runs_finetune = {s.name for s in stages
-                     if s.kind.name.startswith("evaluate_") and "finetune" in s.fields["protocols"].split("+")}
-    assert finetune == runs_finetune
+    evaluations = {s.name for s in stages if s.kind.name.startswith("evaluate_")}
+    for module in implementations:
+        protocols = {name for name, spec in PROTOCOL_SPECS.items() if spec.module == module}
+        depends = {s.name for s in stages if any(module in component_modules(c) for c in s.components)}
+        runs = {s.name for s in stages if s.name in evaluations and protocols & set(s.fields["protocols"].split("+"))}
+        assert depends == runs, module
+    # the embedded default scores MAE + ViT on kNN alone and the stand-alone clients on the probe alone
+    knn, probe = (PROTOCOL_SPECS[name].module for name in ("knn", "linear_probe_10pct"))
+    partial = [{s.name for s in stages if any(m in component_modules(c) for c in s.components)} for m in (knn, probe)]
+    assert all(set() < names < evaluations for names in partial)
     assert "dssl.federation.simulator" not in import_closure("dssl.pipeline.evaluate")
 
 
@@ -173,7 +177,7 @@ def test_each_cell_depends_on_the_manifests_of_its_method_backbone_and_strategy(
     assert fedema.components == ("method/byol", "backbone/cnn_small", "strategy/fedema")
     assert stages["pretrain_central@mae-vit"].components == ("method/mae", "backbone/vit_small", "strategy/fedavg")
     assert stages["evaluate_random@vit_small"].components == (
-        "backbone/vit_small", "protocol/finetune+knn+linear_probe+linear_probe_10pct")
+        "backbone/vit_small", "protocol/knn+linear_probe_10pct")
     users = {name for name, s in stages.items() if "strategy/fedema" in s.components}
     assert users and all(name.startswith(("pretrain_fl@", "pretrain_decl@")) for name in users)
     dvc = rendered_stages(params, REPO)

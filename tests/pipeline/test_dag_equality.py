@@ -39,7 +39,7 @@ def test_each_stage_depends_only_on_its_own_params_entry(make_project) -> None:
     # evaluation stages read their framework's protocols' configs (which ViT features, whether BatchNorm is
     # re-estimated), no other
     assert params_deps["evaluate_decl@mae-vit-uniform-3-decl-uniform"] == sorted([
-        "evaluate.datasets", "evaluate.knn", "evaluate.linear_probe_10pct", "evaluate.protocols.decl",
+        "evaluate.datasets", "evaluate.grids", "evaluate.knn", "evaluate.protocols.decl",
         "evaluate.reestimate_batchnorm", "evaluate.vit_pool", "pretrain.image_size", "seeds",
         "strategies.decl-uniform"])
 

@@ -73,8 +73,12 @@ def test_a_grid_without_an_entry_reads_the_defaults():
     first = next(stage for stage in instances(embedded) if stage.kind.name == "evaluate_fl")
     cell = tuple(first.fields[arg] for arg in first.kind.args)
     assert stage_pairs(embedded, "fl", cell) == [("digits", p) for p in embedded["evaluate"]["protocols"]["fl"]]
-    assert stage_pairs(embedded, "random", ("cnn_small",))[:4] == [
-        ("digits", p) for p in embedded["evaluate"]["protocols"]["random"]]
+    # without evaluate.protocols.random a reference runs what its backbone's cells run: the ViT's are read on
+    # kNN (evaluate.grids), its central and stand-alone cells on the 10 %-label probe too; nothing fine-tunes
+    assert "random" not in embedded["evaluate"]["protocols"]
+    assert stage_pairs(embedded, "random", ("cnn_small",)) == [("digits", "linear_probe_10pct"), ("digits", "knn")]
+    assert sorted(stage_pairs(embedded, "random", ("vit_small",))) == [("digits", "knn"),
+                                                                       ("digits", "linear_probe_10pct")]
 
 
 @pytest.mark.parametrize("grids, path, message", [
