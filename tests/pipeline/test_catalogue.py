@@ -303,3 +303,22 @@ def test_a_params_file_runs_in_the_project_or_in_its_profiles_folder(tmp_path: P
     assert pipeline_folder("configs/x.yaml", {}, tmp_path) == Path("runs/default")
     with pytest.raises(ValueError, match="cannot name its pipeline folder"):
         pipeline_folder("configs/x.yaml", {"profile": "../elsewhere"}, tmp_path)
+
+
+def test_the_code_stage_removes_the_manifests_of_components_no_stage_runs(make_project, monkeypatch) -> None:
+    """A params change that drops a protocol set leaves its manifest behind unless the code stage removes it;
+    the verdict records' code digest covers the folder, so an incremental run's must equal a fresh run's."""
+    from dssl.pipeline import code
+    from dssl.pipeline.verdicts import code_digest
+
+    root = make_project()
+    monkeypatch.chdir(root)
+    code.run(root / "params.yaml")
+    fresh = code_digest(root)
+    folder = root / "reports/lineage/code"
+    stale = folder / "protocol/finetune+knn.json"
+    stale.write_text((folder / "protocol/knn.json").read_text())
+    assert code_digest(root) != fresh
+    code.run(root / "params.yaml")
+    assert not stale.exists() and (folder / "protocol/knn.json").is_file()
+    assert code_digest(root) == fresh

@@ -69,5 +69,19 @@ def run(params_path: Path | str) -> Path:
         with atomic_file(out) as tmp:
             tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
         written.append(out)
+    folder = Path(manifest_path("code")).parent
+    remove_stale_manifests(stage.root / folder, written)
     stage.log({}, {"manifests": float(len(written))}, artifacts=[], inputs=[])
-    return Path(manifest_path("code")).parent
+    return folder
+
+
+def remove_stale_manifests(folder: Path, written: list[Path]) -> list[Path]:
+    """Delete the manifests in ``folder`` this run did not write: those of a component no stage of the params
+    runs any more (a protocol set an evaluation no longer runs). DVC no longer tracks them, but they would stay,
+    and a verdict record's code digest (``pipeline.verdicts.code_digest``: every manifest in the folder) would
+    then differ from a fresh run's of the same params and code. Returns what was deleted."""
+    keep = {path.resolve() for path in written}
+    stale = [path for path in sorted(folder.rglob("*.json")) if path.resolve() not in keep]
+    for path in stale:
+        path.unlink()
+    return stale
