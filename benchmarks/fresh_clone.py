@@ -1,7 +1,7 @@
 """The run-time budget as a new user meets it: a fresh clone's `make setup` + `make repro`, timed, and its
 claims compared with the verdict records the clone carries.
 
-    .venv/bin/python benchmarks/fresh_clone.py [--commit HEAD] [--dir /tmp/dssl-fresh] [--remove]
+    .venv/bin/python benchmarks/fresh_clone.py [--commit HEAD] [--dir /tmp/dssl-fresh] [--against TREE] [--remove]
 
 Clones this checkout at ``--commit`` into ``--dir`` (which must not exist), runs ``--setup`` and then
 ``--repro`` there (defaults: the README's `make setup` and `make repro`; the environment is passed on, so
@@ -12,7 +12,10 @@ each command's output going to ``<dir>.setup.log`` and ``<dir>.repro.log``, and 
 - for each record under the clone's ``reports/verdicts/``: whether the run's ``claims.csv`` is byte-equal
   to it, else how many of its rows (claims and pretraining gates) have another verdict;
 - the row for the run-time table of docs/reproducibility.md;
-- seconds inside the stages per stage kind (the clone's ``benchmarks/stage_times.py``, from its MLflow store).
+- seconds inside the stages per stage kind (the clone's ``benchmarks/stage_times.py``, from its MLflow store);
+- with ``--against <tree>`` (a finished tree of an earlier run, repeatable): the run's speed on the stages
+  both ran with the same inputs (``stage_times.py --against``) and its time at that tree's speed, so the
+  machine's hour can be told from the change.
 The clone is kept (its report and results are the run's evidence; `dssl verdicts export` records them)
 unless ``--remove``. Run it on a machine with nothing else to do: other processes slow the run.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import shlex
 import shutil
 import subprocess
@@ -87,14 +91,44 @@ def stage_times(clone: Path) -> str:
     return "stage times (seconds inside stages, per stage kind):\n" + done.stdout.rstrip()
 
 
+RATIO = re.compile(r"^all shared stages: .* ratio ([0-9.]+)$", re.M)
+
+
+def speed_against(clone: Path, tree: Path, setup: float, repro: float) -> str:
+    """The clone's speed against a finished ``tree`` (``stage_times.py --against``: this run's seconds over
+    the tree's on the stages both ran with the same inputs) and the run's time at the tree's speed."""
+    done = subprocess.run([sys.executable, str(clone / "benchmarks/stage_times.py"), "--root", str(clone),
+                           "--against", str(tree)], capture_output=True, text=True)
+    found = RATIO.search(done.stdout) if done.returncode == 0 else None
+    if found is None:
+        return f"against {tree}: none ({(done.stderr.strip().splitlines() or ['no shared stages'])[-1]})"
+    ratio = float(found.group(1))
+    at_speed = repro / ratio
+    return (f"against {tree}: the shared stages took {ratio:.2f}x their time there; at its speed `repro` "
+            f"~{at_speed:.0f} s, {(setup + at_speed) / 60:.1f} min in all")
+
+
+def finished_tree(path: Path) -> Path:
+    """An ``--against`` tree, checked before the run: a folder where `make repro` ran (its MLflow store)."""
+    from dssl.tracking.mlflow_store import STORE_FILE
+
+    tree = path.resolve()
+    if not (tree / STORE_FILE).is_file():
+        raise SystemExit(f"--against {tree}: no {STORE_FILE} there; name the folder of a finished run")
+    return tree
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commit", default="HEAD", help="what to clone (default: this checkout's HEAD)")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/dssl-fresh"), help="the clone (must not exist)")
     parser.add_argument("--setup", default="make setup", help="the set-up command, run in the clone")
     parser.add_argument("--repro", default="make repro", help="the run, in the clone")
+    parser.add_argument("--against", type=Path, action="append", default=[],
+                        help="a finished tree of an earlier run: the run's speed against it (repeatable)")
     parser.add_argument("--remove", action="store_true", help="delete the clone afterwards")
     args = parser.parse_args(argv)
+    trees = [finished_tree(path) for path in args.against]
 
     clone = args.dir.resolve()
     if clone.exists():
@@ -129,6 +163,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"row: | {sha[:7]} | {machine} | {facts.get('hardware.cpu_capability', '?')} | {setup:.0f} s "
           f"| {repro:.0f} s | **{minutes:.1f} min** |")
     print(stage_times(clone))
+    for tree in trees:
+        print(speed_against(clone, tree, setup, repro))
     if args.remove:
         shutil.rmtree(clone)
     else:

@@ -71,6 +71,11 @@ def shared_stage_seconds(here: pd.Series, there: pd.Series, inputs_here: dict[st
     return table
 
 
+def shared_line(here_s: float, there_s: float) -> str:
+    """The line giving the shared stages' seconds in both runs and their ratio (``fresh_clone.py`` reads it)."""
+    return f"all shared stages: {here_s:.0f} s here, {there_s:.0f} s there, ratio {here_s / there_s:.3f}"
+
+
 def speed_against(here: pd.Series, root: Path, other: Path, profile: str) -> None:
     """Print the two runs' time ratio on the stages whose inputs are the same in both trees (``here``: this
     run's seconds per stage)."""
@@ -84,8 +89,7 @@ def speed_against(here: pd.Series, root: Path, other: Path, profile: str) -> Non
     ratio = table["here_s"].sum() / table["there_s"].sum()
     print(f"\nstages with the same inputs in {other}: {len(table)} of {len(here)}")
     print(per_kind.round(2).to_string())
-    print(f"all shared stages: {table['here_s'].sum():.0f} s here, {table['there_s'].sum():.0f} s there, "
-          f"ratio {ratio:.3f}")
+    print(shared_line(table["here_s"].sum(), table["there_s"].sum()))
     print(f"this run's summed stage time {here.sum():.0f} s; at the other run's speed {here.sum() / ratio:.0f} s")
 
 

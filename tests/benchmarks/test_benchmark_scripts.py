@@ -473,6 +473,33 @@ def test_fresh_clone_refuses_an_existing_folder_and_stops_at_a_failing_command(t
     assert "repro:" not in done.stdout
 
 
+def test_fresh_clone_refuses_an_against_folder_without_a_run_before_cloning(tmp_path):
+    """--against names a tree to compare the run's speed with: one where no run was made is refused before
+    the clone and its half-hour run start."""
+    (tmp_path / "not-a-run").mkdir()
+    done = run_script("fresh_clone.py", "--dir", str(tmp_path / "clone"), "--against", str(tmp_path / "not-a-run"),
+                      cwd=tmp_path)
+    assert done.returncode != 0 and "not-a-run: no mlflow.db there" in done.stderr
+    assert not (tmp_path / "clone").exists()
+
+
+def test_fresh_clone_reads_the_speed_ratio_stage_times_prints(tmp_path):
+    """The clone's stage_times.py --against line gives the ratio; the run's time at the other tree's speed is
+    the run's divided by it (set-up as measured); without shared stages the script's last line says why."""
+    fresh_clone, stage_times = load_script("fresh_clone.py"), load_script("stage_times.py")
+    line = stage_times.shared_line(2785.4, 2993.0)
+    assert float(fresh_clone.RATIO.search(f"header\n{line}\nthis run's ...").group(1)) == pytest.approx(0.931, abs=1e-3)
+    clone = tmp_path / "clone"
+    (clone / "benchmarks").mkdir(parents=True)
+    (clone / "benchmarks/stage_times.py").write_text(f"print('per kind')\nprint({line!r})\n")
+    said = fresh_clone.speed_against(clone, tmp_path / "tree", setup=37.0, repro=1567.0)
+    assert said.endswith("took 0.93x their time there; at its speed `repro` ~1683 s, 28.7 min in all")
+    failing = "import sys\nsys.exit('no stage of it ran with the same inputs')\n"
+    (clone / "benchmarks/stage_times.py").write_text(failing)
+    assert fresh_clone.speed_against(clone, tmp_path / "tree", 37.0, 1567.0).endswith(
+        "none (no stage of it ran with the same inputs)")
+
+
 def test_pretraining_margin_takes_seeds_without_the_figure_seed():
     """Seeds the params file never used (10-14) need no ``--set features.seed=...``: Fig. 3's seed follows
     the first seed given, or stays when it is among them."""
