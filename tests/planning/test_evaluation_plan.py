@@ -131,3 +131,30 @@ def test_the_images_an_evaluation_stage_trains_are_what_the_plan_says(tmp_path, 
     assert {r["images_trained"] for r in records} == {planned.evaluation[("digits", "finetune")]}
     fit = records[0]["selected"]["num_fit"]
     assert planned.evaluation[("digits", "finetune")] == 2 * 2 * (fit - (fit % 100 == 1))   # lrs x epochs x fit
+
+
+@pytest.mark.parametrize("change, section, cell", [
+    (("grids", "table7", {"protocols": ["linear_probe_10pct"]}), "table7", "fl/mae-vit/fl-label/fedmar-cos-0p1"),
+    (("grids", "table1-vit", {"protocols": ["linear_probe_10pct"]}), "table1", "fl/mae-vit/fl-feature/fedavg"),
+    (("protocols", "decl", ["linear_probe_10pct"]), "fig2a", "decl/mae-vit/uniform-3/decl-uniform"),
+])
+def test_a_table_read_on_a_protocol_its_cells_are_not_evaluated_on_fails_validation(change, section, cell):
+    """evaluate.grids may leave a protocol out of a table's cells; a section that reads them on it would lack
+    them after the run, so the params are refused first, naming the cell, what it runs and where to add it.
+    A cell another table reads on the protocol keeps it (Table 1's IID ViT cell is Fig. 2b's too)."""
+    from dssl.reporting.sections.base import check_report_params
+
+    embedded = read_params(REPO / "params.yaml")
+    checker = Checker(embedded, REPO)
+    check_report_params(checker)
+    assert checker.problems == []
+    key, entry, value = change
+    changed = copy.deepcopy(embedded)
+    changed["evaluate"][key][entry] = value
+    checker = Checker(changed, REPO)
+    check_report_params(checker)
+    problems = [p for p in checker.problems if p.path == f"report.sections.{section}"]
+    assert any(f"{cell} is read on knn on digits, but its evaluation runs linear_probe_10pct on digits" in p.message
+               for p in problems), checker.problems
+    assert all("add knn to evaluate.grids" in p.message for p in problems)
+    assert not any("fl/mae-vit/fl-iid/fedavg" in p.message for p in checker.problems)

@@ -100,6 +100,11 @@ class ReportSection:
         """Cells the section pairs seed by seed but whose seed lists share no seed (none by default)."""
         return []
 
+    def read_problems(self, params: dict) -> list[str]:
+        """Trained cells the section reads on a (dataset, protocol) their evaluation does not run (none by
+        default)."""
+        return []
+
     def empty_text(self) -> str:
         return "No results for this section in this build."
 
@@ -111,6 +116,21 @@ class ReportSection:
         findings = self.findings(data, ctx)
         body = self.markdown(data, findings, ctx)
         return SectionOutput(self.name, f"{heading}\n\n{body}", findings, self.csv(data), self.figures(data, ctx))
+
+
+def unevaluated(params: dict, framework: str, cell: tuple[str, ...], dataset: str, protocol: str) -> str | None:
+    """Why a trained cell a section reads on ``protocol`` on ``dataset`` would be missing after the run: its
+    evaluation does not run that pair (``evaluate.grids`` of its tables leaves it out); None when it does, or
+    when no grid trains the cell (a table may name rows only another profile trains)."""
+    from dssl.config.evaluation_plan import cell_grids, cell_pairs
+
+    grids = cell_grids(params, framework, cell)
+    pairs = cell_pairs(params, framework, cell) if grids else []
+    if not grids or (dataset, protocol) in pairs:
+        return None
+    runs = ", ".join(f"{p} on {d}" for d, p in pairs) or "nothing"
+    return (f"{framework}/{'/'.join(cell)} is read on {protocol} on {dataset}, but its evaluation runs {runs}: "
+            f"add {protocol} to evaluate.grids of its tables ({', '.join(grids)})")
 
 
 def model_strategy_columns(columns: Mapping[str, str]) -> dict[str, tuple[str, str]]:
@@ -157,8 +177,9 @@ def register_section(name: str) -> Callable[[type[ReportSection]], type[ReportSe
 
 def check_report_params(c: Checker) -> None:
     """``report.sections`` against the registry: known names, options each section accepts, no label that
-    names a dataset the section's cells are not read on (a column "cifar100" of cells scored on digits), and no
-    pair of cells a claim compares seed by seed whose seed lists share no seed."""
+    names a dataset the section's cells are not read on (a column "cifar100" of cells scored on digits), no
+    pair of cells a claim compares seed by seed whose seed lists share no seed, and no trained cell read on a
+    protocol its evaluation does not run (``evaluate.grids`` may leave one out)."""
     from dssl.data.datasets import DATASETS
 
     sections = (c.params.get("report") or {}).get("sections") or {}
@@ -173,7 +194,8 @@ def check_report_params(c: Checker) -> None:
         except (TypeError, ValueError) as err:
             c.add(path, str(err))
             continue
-        for problem in [*section.label_problems(report_dataset, dataset_names), *section.seed_problems(c.params)]:
+        for problem in [*section.label_problems(report_dataset, dataset_names), *section.seed_problems(c.params),
+                        *section.read_problems(c.params)]:
             c.add(path, problem)
 
 

@@ -21,7 +21,8 @@ from scipy.stats import spearmanr
 from dssl.reporting.claims import UNTESTABLE, Finding, PretrainingGate, compare
 from dssl.reporting.figures import FL_LABEL, TOPOLOGIES, fig2a_runs, figure2a
 from dssl.reporting.results import summarise
-from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, check_protocols, register_section
+from dssl.reporting.sections.base import (FIGURES, ReportContext, ReportSection, check_protocols, register_section,
+                                           unevaluated)
 from dssl.reporting.stats import CONTRADICTED, INCONCLUSIVE, SUPPORTED
 from dssl.reporting.tables import CELL_NOTE, cell_name, compared_cells, dataset_name, format_summary, markdown_table
 
@@ -41,6 +42,16 @@ class Fig2a(ReportSection):
                  strategy: str = "decl-uniform") -> None:
         check_protocols([protocol])
         self.protocol, self.model, self.partition, self.strategy = protocol, model, partition, strategy
+
+    def read_problems(self, params: dict) -> list[str]:
+        """DecL cells of the figure's model and strategy whose evaluation does not run its protocol on the
+        report's dataset (``base.unevaluated``)."""
+        from dssl.config.grids import grid_cells
+
+        dataset = str((params.get("report") or {}).get("dataset", ""))
+        return [why for cell in grid_cells(params, "decl")
+                if cell[2] == self.strategy and self.model in (None, cell[0])
+                and (why := unevaluated(params, "decl", cell, dataset, self.protocol))]
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         try:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from dssl.reporting.claims import Finding, PretrainingGate
 from dssl.reporting.results import accuracy_summary
-from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, check_protocols
+from dssl.reporting.sections.base import FIGURES, ReportContext, ReportSection, check_protocols, unevaluated
 from dssl.reporting.sections.comparison_claim import claimed_row_finding
 from dssl.reporting.sections.comparison_layout import PLACE, CellSpec, cell_spec, column_places, select_cell
 from dssl.reporting.sections.comparison_text import model_text, paper_table, read_on_text, strategy_text
@@ -126,6 +126,22 @@ class StrategyComparison(ReportSection):
                     problems.append(f"column {column!r}: rows {self.best_row!r} (seeds {sorted(mine)}) and {row!r} "
                                     f"(seeds {sorted(theirs)}) share no seed, and the claim pairs them seed by "
                                     "seed: give their grids a common seed")
+        return problems
+
+    def read_problems(self, params: dict) -> list[str]:
+        """Trained FL / DecL cells of the table whose evaluation does not run its protocol on the column's
+        dataset (``base.unevaluated``)."""
+        report_dataset = str((params.get("report") or {}).get("dataset", ""))
+        problems = []
+        for row in self.rows:
+            for column in self.columns:
+                spec = self.spec(row, column)
+                if spec is None or spec[0] not in ("fl", "decl"):
+                    continue
+                framework, model, strategy, place = spec
+                dataset = self.column_datasets.get(column) or self.dataset or report_dataset
+                if why := unevaluated(params, framework, (model, place, strategy), dataset, self.protocol):
+                    problems.append(f"row {row!r}, column {column!r}: {why}")
         return problems
 
     def column_finding(self, column: str, gate: PretrainingGate) -> Finding | None:

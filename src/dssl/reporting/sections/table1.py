@@ -32,7 +32,7 @@ from dssl.reporting.claims import (UNTESTABLE, Finding, PretrainingGate, compare
                                    unpaired_seeds)
 from dssl.reporting.results import summarise
 from dssl.reporting.sections.base import (FIGURES, FOLDER, ReportContext, ReportSection, known_protocols,
-                                          register_section)
+                                          register_section, unevaluated)
 from dssl.reporting.tables import (
     CELL_NOTE, FAMILY_ORDER, METHOD_ORDER, cell_name, compared_cells, dataset_name, drop_pp, family_name,
     format_drop, format_summary, index_in, markdown_table, row_label,
@@ -214,6 +214,23 @@ class Table1(ReportSection):
     @property
     def title(self) -> str:  # type: ignore[override]
         return f"Table 1: FL pretraining under IID and non-IID data ({protocol_name(self.protocol)})"
+
+    def read_problems(self, params: dict) -> list[str]:
+        """FL cells of the table's strategy (per model) and partitions whose evaluation does not run the model's
+        protocol on a dataset the cell is read on (``base.unevaluated``)."""
+        from dssl.config.evaluation_plan import cell_pairs
+        from dssl.config.grids import grid_cells
+
+        problems = []
+        for cell in grid_cells(params, "fl"):
+            model, partition, strategy = cell
+            read = strategy == self.strategies.get(model, self.strategy)
+            if not read or partition not in (self.partitions or [partition]):
+                continue
+            datasets = [self.dataset] if self.dataset else sorted({d for d, _ in cell_pairs(params, "fl", cell)})
+            protocol = self.protocols.get(model, self.protocol)
+            problems += [why for dataset in datasets if (why := unevaluated(params, "fl", cell, dataset, protocol))]
+        return problems
 
     def data(self, ctx: ReportContext) -> pd.DataFrame:
         self._runs = table1_runs(ctx.results, self.protocol, self.dataset, self.strategy, self.partitions,
