@@ -42,7 +42,7 @@ def test_the_report_opens_with_what_ran_the_verdict_counts_and_the_claims_figure
     head = text[:text.index("\n## ", text.index("## Summary") + 1)]
     assert head.startswith("# ") and "## Summary" in head
     assert "**What ran:** profile **embedded**; pretraining on digits at 16 px; scored on Digits; seeds 0, 1, 2; " \
-           "12 stages, 30 s inside stages, 33 s from the first stage's start to the report" in head
+           "12 stages, 30 s inside stages, 33 s from the first stage's start to the last one's end" in head
     claims = pd.read_csv(reports / "sections" / "claims.csv")
     checked = claims[claims["section"] != "pretraining_gain"]
     counts = checked["verdict"].value_counts()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -128,10 +127,8 @@ def data_figures(params: dict) -> dict[str, dict[str, tuple[str, str]]]:
 
 def run_summary(root: Path, params: dict, profile: str) -> dict[str, Any]:
     """What ran, from the tracking store: the stages of this DAG that logged a run, the summed time inside
-    them (their latest runs' ``stage_seconds``) and the time from the earliest of those runs' start to now
-    (the report runs last), the latter only when the runs are one session (at most twice the summed stage
-    time plus 5 minutes: a stage re-run days later would make it meaningless). Without runs of the profile
-    in the store only the pretraining data is known."""
+    them and the time from the first one's start to the last one's end (``run_span``). Without runs of the
+    profile in the store only the pretraining data is known."""
     from dssl.pipeline.catalogue import instances
     from dssl.tracking import stage_runs
 
@@ -143,13 +140,20 @@ def run_summary(root: Path, params: dict, profile: str) -> dict[str, Any]:
     runs = runs[runs["stage"].isin(names)]
     if runs.empty:
         return {"pretraining": pretraining}
+    return {"pretraining": pretraining, **run_span(runs)}
+
+
+def run_span(runs) -> dict[str, Any]:
+    """``stages``, ``stage_seconds`` (summed over each stage's latest run) and ``wall_seconds``: from the first
+    of those stages' start to the last one's end. A stage logs its runs as it ends (``start_time``, ms), so it
+    started ``stage_seconds`` before; the report's own time and any wait before it do not count. The span is
+    left out (None) when the runs are not one session (over twice the summed stage time plus 5 minutes: a
+    stage re-run days later would make it meaningless)."""
     latest = runs.sort_values("start_time").groupby("stage").tail(1)
-    first_start = runs[runs["stage"].isin(latest["stage"])].groupby("stage")["start_time"].min()
-    # a stage's seeds log one run each; the earliest start of the latest execution bounds the run
+    ends = latest["start_time"].astype(float) / 1000.0
     inside = float(latest["metrics.stage_seconds"].sum())
-    wall = max(0.0, time.time() - float(first_start.min()) / 1000.0)
-    return {"pretraining": pretraining, "stages": len(latest), "stage_seconds": inside,
-            "wall_seconds": wall if wall <= 2 * inside + 300 else None}
+    wall = float(ends.max() - (ends - latest["metrics.stage_seconds"].astype(float)).min())
+    return {"stages": len(latest), "stage_seconds": inside, "wall_seconds": wall if wall <= 2 * inside + 300 else None}
 
 
 def run(params_path: Path | str) -> Path:

@@ -173,7 +173,7 @@ def what_ran(ctx: ReportContext) -> str:
     if run.get("stages"):
         timing = f"{run['stages']} stages, {run['stage_seconds']:.0f} s inside stages"
         if run.get("wall_seconds") is not None:
-            timing += f", {run['wall_seconds']:.0f} s from the first stage's start to the report"
+            timing += f", {run['wall_seconds']:.0f} s from the first stage's start to the last one's end"
         parts.append(timing + " (MLflow's latest run of each stage)")
     text = "**What ran:** " + "; ".join(parts) + f"; {len(ctx.results)} evaluation result files"
     if ctx.results.empty:
