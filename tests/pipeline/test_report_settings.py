@@ -39,3 +39,6 @@ def test_the_run_span_runs_from_the_first_stage_start_to_the_last_stage_end():
     later = pd.concat([runs, pd.DataFrame({"stage": ["a"], "start_time": [9_000_000],
                                            "metrics.stage_seconds": [1.0]})])
     assert run_span(later)["wall_seconds"] is None   # 'a' re-ran 2.5 h later: no single session
+    edited = pd.concat([runs, pd.DataFrame({"stage": ["code"], "start_time": [3_000_000],
+                                            "metrics.stage_seconds": [3.0]})])
+    assert run_span(edited) == {"stages": 4, "stage_seconds": 613.0, "wall_seconds": 660.0}   # a source edit
