@@ -75,13 +75,12 @@ def run(params_path: Path | str) -> Path:
     return folder
 
 
-def remove_stale_manifests(folder: Path, written: list[Path]) -> list[Path]:
+def remove_stale_manifests(folder: Path, written: list[Path]) -> None:
     """Delete the manifests in ``folder`` this run did not write: those of a component no stage of the params
     runs any more (a protocol set an evaluation no longer runs). DVC no longer tracks them, but they would stay,
     and a verdict record's code digest (``pipeline.verdicts.code_digest``: every manifest in the folder) would
-    then differ from a fresh run's of the same params and code. Returns what was deleted."""
+    then differ from a fresh run's of the same params and code."""
     keep = {path.resolve() for path in written}
-    stale = [path for path in sorted(folder.rglob("*.json")) if path.resolve() not in keep]
-    for path in stale:
-        path.unlink()
-    return stale
+    for path in list(folder.rglob("*.json")):   # listed first: deleting while walking
+        if path.resolve() not in keep:
+            path.unlink()

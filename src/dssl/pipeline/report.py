@@ -147,14 +147,14 @@ def run_span(runs) -> dict[str, Any]:
     """``stages``, ``stage_seconds`` (summed over each stage's latest run) and ``wall_seconds``: from the first
     of those stages' start to the last one's end. A stage logs its runs as it ends (``start_time``, ms), so it
     started ``stage_seconds`` before; the report's own time, any wait before it and the code stage's re-runs
-    do not count. The span is
-    left out (None) when the runs are not one session (over twice the summed stage time plus 5 minutes: a
-    stage re-run days later would make it meaningless)."""
+    do not count. The span is left out (None) when the runs are not one session (over twice the summed stage
+    time plus 5 minutes: a stage re-run days later would make it meaningless)."""
     latest = runs.sort_values("start_time").groupby("stage").tail(1)
     inside = float(latest["metrics.stage_seconds"].sum())
     # the code stage re-runs at every edit of the sources, rewriting identical manifests when what a stage runs
     # did not change (nothing after it re-runs then): its latest run dates the sources, not the run
-    timed = latest[latest["stage"] != "code"] if (latest["stage"] != "code").any() else latest
+    others = latest[latest["stage"] != "code"]
+    timed = latest if others.empty else others
     ends = timed["start_time"].astype(float) / 1000.0
     wall = float(ends.max() - (ends - timed["metrics.stage_seconds"].astype(float)).min())
     return {"stages": len(latest), "stage_seconds": inside, "wall_seconds": wall if wall <= 2 * inside + 300 else None}
